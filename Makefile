@@ -1,0 +1,43 @@
+# baton: `make demo` and `make test` are the two commands a newcomer needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-stamp
+PYTEST_ARGS ?=
+ONLY ?=
+
+.PHONY: setup test lint types pytest demo bench clean constraints
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+types: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# CI runs every fast test and a bounded sample of the slow ones (see tests/conftest.py).
+test: lint types pytest
+
+demo: setup
+	$(BIN)/python -m baton.demo
+
+bench: setup
+	$(BIN)/python -m bench $(if $(ONLY),--only $(ONLY))
+
+# Regenerate the pinned versions CI installs (on purpose, with a reviewable diff).
+constraints: setup
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

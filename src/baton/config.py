@@ -1,0 +1,115 @@
+"""Configuration: command-line flag > environment (``BATON_*``) > ``baton.toml`` > default."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from baton.errors import UsageError
+
+__all__ = ["DEFAULT_ENV_PASSTHROUGH", "Settings"]
+
+DEFAULT_ENV_PASSTHROUGH: tuple[str, ...] = (
+    "CLAUDE_CODE_MAX_RETRIES",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+
+
+def _default_home() -> Path:
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+    return base / "baton"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable; build it with :meth:`load`."""
+
+    home: Path = field(default_factory=_default_home)
+    database_url: str | None = None
+    gate_grace_seconds: float = 30.0
+    agent_env_passthrough: tuple[str, ...] = DEFAULT_ENV_PASSTHROUGH
+    claude_binary: Path | None = None
+    anthropic_base_url: str | None = None
+    anthropic_api_key: str | None = None
+    agent_start_timeout_seconds: float = 60.0
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'baton.db'}"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.home / "runs" / run_id
+
+    @classmethod
+    def load(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``baton.toml`` under ``BATON_HOME``, then the environment, then ``overrides``."""
+        env = dict(os.environ if environ is None else environ)
+        home = Path(env["BATON_HOME"]) if env.get("BATON_HOME") else _default_home()
+        if "home" in overrides and overrides["home"] is not None:
+            home = Path(overrides["home"])
+        settings = cls(home=home)
+        settings = replace(settings, **_from_toml(home / "baton.toml"))
+        settings = replace(settings, **_from_env(env))
+        settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+        return settings
+
+
+_TOML_KEYS = {
+    "database_url": str,
+    "gate_grace_seconds": float,
+    "agent_env_passthrough": tuple,
+    "claude_binary": Path,
+    "anthropic_base_url": str,
+    "anthropic_api_key": str,
+    "agent_start_timeout_seconds": float,
+}
+
+
+def _from_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
+    values: dict[str, Any] = {}
+    for key, raw in data.items():
+        kind = _TOML_KEYS.get(key)
+        if kind is None:
+            continue
+        try:
+            values[key] = kind(raw)
+        except (TypeError, ValueError) as exc:
+            raise UsageError("config_invalid", f"{path}: {key} is not a valid {kind.__name__}") from exc
+    return values
+
+
+def _from_env(env: dict[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if env.get("BATON_DATABASE_URL"):
+        values["database_url"] = env["BATON_DATABASE_URL"]
+    if env.get("BATON_GATE_GRACE_SECONDS"):
+        try:
+            values["gate_grace_seconds"] = float(env["BATON_GATE_GRACE_SECONDS"])
+        except ValueError as exc:
+            raise UsageError("config_invalid", "BATON_GATE_GRACE_SECONDS must be a number") from exc
+    if env.get("BATON_AGENT_ENV_PASSTHROUGH"):
+        values["agent_env_passthrough"] = tuple(
+            name for name in env["BATON_AGENT_ENV_PASSTHROUGH"].split(",") if name
+        )
+    if env.get("BATON_CLAUDE_BINARY"):
+        values["claude_binary"] = Path(env["BATON_CLAUDE_BINARY"])
+    if env.get("ANTHROPIC_BASE_URL"):
+        values["anthropic_base_url"] = env["ANTHROPIC_BASE_URL"]
+    if env.get("ANTHROPIC_API_KEY"):
+        values["anthropic_api_key"] = env["ANTHROPIC_API_KEY"]
+    return values

@@ -1,0 +1,152 @@
+"""The one error tree of baton.
+
+Every error a user can see carries a stable ``code`` (DESIGN.md "Error codes") that the CLI,
+the HTTP server and the Python API print as-is. Foreign exceptions are translated at the edge
+where a library is called (``raise BatonX(...) from exc``).
+
+    BatonError (code)
+    ├── UsageError            invalid_argument, config_invalid, request_invalid
+    ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
+    │                         mode_not_enforceable, budget_not_supported, workspace_busy,
+    │                         repository_not_allowed, workspace_dirty, run_active,
+    │                         run_not_running, run_paused, rate_limited, body_too_large, sse_limit
+    ├── NotFoundError         run_not_found, gate_not_found, snapshot_not_found
+    ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
+    │                         budget_exhausted
+    ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
+    │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
+    │                         plan_edit_invalid
+    ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large
+    └── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
+                              token_audience, token_algorithm, token_kid, scope_missing
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "CODES",
+    "AgentError",
+    "AuthError",
+    "BatonError",
+    "GateError",
+    "NotFoundError",
+    "RefusedError",
+    "UsageError",
+    "WorkspaceError",
+    "error_class",
+]
+
+
+class BatonError(Exception):
+    """Root of every error baton reports; ``code`` is stable and machine-readable."""
+
+    family_codes: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, code: str, message: str, *, details: dict[str, Any] | None = None) -> None:
+        if code not in CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        if self.family_codes and code not in self.family_codes:
+            raise ValueError(f"{code!r} does not belong to {type(self).__name__}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class UsageError(BatonError):
+    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid"})
+
+
+class RefusedError(BatonError):
+    family_codes = frozenset(
+        {
+            "model_credentials_missing",
+            "bypass_refused_as_root",
+            "mode_not_enforceable",
+            "budget_not_supported",
+            "workspace_busy",
+            "repository_not_allowed",
+            "workspace_dirty",
+            "run_active",
+            "run_not_running",
+            "run_paused",
+            "rate_limited",
+            "body_too_large",
+            "sse_limit",
+        }
+    )
+
+
+class NotFoundError(BatonError):
+    family_codes = frozenset({"run_not_found", "gate_not_found", "snapshot_not_found"})
+
+
+class AgentError(BatonError):
+    family_codes = frozenset(
+        {"agent_not_installed", "agent_start_timeout", "agent_exited", "agent_error", "budget_exhausted"}
+    )
+
+
+class GateError(BatonError):
+    family_codes = frozenset(
+        {
+            "gate_not_pending",
+            "gate_kind_mismatch",
+            "gate_not_resumable",
+            "gate_ambiguous",
+            "approval_binding_mismatch",
+            "answer_invalid",
+            "plan_edit_invalid",
+        }
+    )
+
+
+class WorkspaceError(BatonError):
+    family_codes = frozenset({"path_outside_workspace", "archive_unsafe_entry", "archive_too_large"})
+
+
+class AuthError(BatonError):
+    family_codes = frozenset(
+        {
+            "token_missing",
+            "token_invalid",
+            "token_expired",
+            "token_not_yet_valid",
+            "token_audience",
+            "token_algorithm",
+            "token_kid",
+            "scope_missing",
+        }
+    )
+
+
+_FAMILIES: tuple[type[BatonError], ...] = (
+    UsageError,
+    RefusedError,
+    NotFoundError,
+    AgentError,
+    GateError,
+    WorkspaceError,
+    AuthError,
+)
+
+CODES: frozenset[str] = frozenset().union(*(family.family_codes for family in _FAMILIES))
+
+
+def error_class(code: str) -> type[BatonError]:
+    """The family a code belongs to (so a code alone can be raised as the right type)."""
+    for family in _FAMILIES:
+        if code in family.family_codes:
+            return family
+    raise ValueError(f"unknown error code {code!r}")

@@ -1,0 +1,1 @@
+"""Log-entry model and the runner-event projection (pure functions)."""
