@@ -1,1 +1,1 @@
-"""acp."""
+"""Connection layer: the tapping transport, the host-side ACP client, ``_baton/*`` extensions."""

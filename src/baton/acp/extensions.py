@@ -1,0 +1,74 @@
+"""Baton's run-level notifications (``_baton/*``), typed; see docs/internals.md."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "AgentSessionParams",
+    "ConsoleParams",
+    "ErrorParams",
+    "ResumeParams",
+    "RunStartedParams",
+    "StatusParams",
+    "TurnCompleteParams",
+    "notification",
+]
+
+RunStatus = Literal["queued", "running", "paused", "interrupted", "finished", "failed", "cancelled"]
+
+
+class RunStartedParams(TypedDict):
+    run_id: str
+    task_id: str | None
+    agent: str
+    model: str | None
+    cwd: str
+    permission_mode: str
+    run_mode: str
+
+
+class AgentSessionParams(TypedDict):
+    agent_session_id: str
+    adapter: str
+
+
+class StatusParams(TypedDict):
+    status: RunStatus
+    reason: str
+    code: NotRequired[str]
+    message: NotRequired[str]
+    stop_reason: NotRequired[str]
+    usage: NotRequired[dict[str, Any] | None]
+    total_cost_usd: NotRequired[float | None]
+    num_turns: NotRequired[int | None]
+    duration_ms: NotRequired[int | None]
+    result: NotRequired[str | None]
+
+
+class TurnCompleteParams(TypedDict):
+    stop_reason: str
+    usage: dict[str, Any] | None
+    total_cost_usd: float | None
+    duration_ms: int | None
+
+
+class ErrorParams(TypedDict):
+    code: str
+    message: str
+
+
+class ConsoleParams(TypedDict):
+    level: str
+    message: str
+
+
+class ResumeParams(TypedDict):
+    path: Literal["native", "rebuilt"]
+    interrupted_calls: list[str]
+    prompt: str
+
+
+def notification(name: str, params: Any) -> dict[str, Any]:
+    """The JSON-RPC message logged for ``_baton/<name>``."""
+    return {"jsonrpc": "2.0", "method": f"_baton/{name}", "params": dict(params)}

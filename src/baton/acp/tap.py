@@ -1,0 +1,64 @@
+"""The tapping transport: every ACP message, both directions, in wire order, into the log.
+
+Connection observers in the ACP SDK can see messages out of wire order and see outgoing
+messages after sending, so baton logs inside the transport instead: a message is appended
+(and gets its ``seq``) before it is handed on, and an incoming one before the connection
+sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from acp._transport import Transport
+
+from baton.events.entry import Direction
+
+__all__ = ["EntrySink", "TappingTransport"]
+
+
+class EntrySink(Protocol):
+    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
+
+
+class TappingTransport:
+    """Wraps the host's end of a transport; logs with ``method`` resolved for responses."""
+
+    def __init__(self, inner: Transport, sink: EntrySink, run_id: str) -> None:
+        self._inner = inner
+        self._sink = sink
+        self._run_id = run_id
+        self._sent_requests: dict[Any, str] = {}
+        self._received_requests: dict[Any, str] = {}
+        self.last_seq = 0
+
+    def _method_of(self, message: dict[str, Any], answered: dict[Any, str]) -> str | None:
+        method = message.get("method")
+        if isinstance(method, str):
+            return method
+        if "id" in message:
+            return answered.pop(message["id"], None)
+        return None
+
+    def _log(self, direction: Direction, method: str | None, message: dict[str, Any]) -> None:
+        self.last_seq = self._sink.append(self._run_id, direction, method, message)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        method = self._method_of(message, self._received_requests)
+        if "method" in message and "id" in message:
+            self._sent_requests[message["id"]] = str(message["method"])
+        self._log("to_agent", method, message)
+        await self._inner.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        message = await self._inner.receive()
+        if message is None:
+            return None
+        method = self._method_of(message, self._sent_requests)
+        if "method" in message and "id" in message:
+            self._received_requests[message["id"]] = str(message["method"])
+        self._log("from_agent", method, message)
+        return message
+
+    async def close(self) -> None:
+        await self._inner.close()

@@ -1,0 +1,316 @@
+"""Claude Code as an in-process ACP agent, over claude-agent-sdk.
+
+The adapter speaks ACP to baton's host and drives the real Claude Code through the SDK. It
+never decides a permission: a ``PreToolUse`` hook on every tool sends the call to the host as
+``session/request_permission`` and returns the host's answer, so every decision is an ACP
+message in the log. ``can_use_tool`` is configured only as a deny-by-default fallback (without
+it a resumed deferred call is judged by Claude's own rules).
+
+Raw SDK messages (dicts, as the CLI printed them) are read from the SDK's query so that
+``_meta.baton.source`` carries the agent's own message unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SetSessionModeResponse,
+)
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookMatcher
+from claude_agent_sdk.types import (
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ToolPermissionContext,
+)
+
+from baton import __version__
+from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
+from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
+
+__all__ = ["ClaudeAgent", "ClaudeLaunch"]
+
+_CONSOLE_LIMIT = 8192
+_PERMISSION_OPTIONS: list[dict[str, str]] = [
+    {"optionId": "allow", "kind": "allow_once", "name": "Allow"},
+    {"optionId": "reject", "kind": "reject_once", "name": "Reject"},
+]
+
+
+@dataclass(frozen=True)
+class ClaudeLaunch:
+    """How to start Claude Code for one run (built by the runtime, never by the agent)."""
+
+    run_id: str
+    binary: Path
+    env: dict[str, str]
+    launch_dir: Path
+    model: str | None = None
+    max_budget_usd: float | None = None
+    hook_timeout_seconds: float = 90.0
+
+
+class ClaudeAgent:
+    """One ACP agent = one Claude Code process (one session; prompts one at a time)."""
+
+    def __init__(self, launch: ClaudeLaunch) -> None:
+        self._launch = launch
+        self._conn: Any = None
+        self._client: ClaudeSDKClient | None = None
+        self._converter: ClaudeConverter | None = None
+        self._session_id: str | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._console: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._console_sender: asyncio.Task[None] | None = None
+        self._turn: asyncio.Future[dict[str, Any]] | None = None
+        self._turn_lock = asyncio.Lock()
+        self._cancel_requested = False
+        self._announced: set[str] = set()
+        self._send_lock = asyncio.Lock()
+        self._closed = False
+
+    # -- ACP plumbing -------------------------------------------------------------------
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def _notify(self, method: str, params: dict[str, Any]) -> None:
+        # Plain dicts on the hot path: the host validates what it reads; the log keeps the wire.
+        await self._conn._conn.send_notification(method, params)
+
+    async def _send_updates(self, updates: list[dict[str, Any]]) -> None:
+        assert self._session_id is not None
+        for update in updates:
+            if update.get("sessionUpdate") == "tool_call":
+                call_id = str(update.get("toolCallId"))
+                if call_id in self._announced:
+                    continue
+                self._announced.add(call_id)
+            await self._notify("session/update", {"sessionId": self._session_id, "update": update})
+
+    # -- ACP agent methods --------------------------------------------------------------
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=False, prompt_capabilities=PromptCapabilities(image=False, embedded_context=True)
+            ),
+            agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=__version__),
+        )
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> NewSessionResponse:
+        if self._client is not None:
+            raise RequestError.invalid_request({"message": "this agent serves one session"})
+        session_id = str(uuid.uuid4())
+        self._session_id = session_id
+        self._converter = ClaudeConverter(cwd)
+        launch = self._launch
+        cli_path = write_launch_files(launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id)
+        options = ClaudeAgentOptions(
+            cwd=cwd,
+            cli_path=cli_path,
+            model=launch.model,
+            session_id=session_id,
+            setting_sources=[],
+            strict_mcp_config=True,
+            permission_mode="default",
+            system_prompt={"type": "preset", "preset": "claude_code"},
+            hooks={
+                "PreToolUse": [
+                    HookMatcher(matcher=None, hooks=[self._pre_tool_use], timeout=launch.hook_timeout_seconds)
+                ]
+            },
+            can_use_tool=self._fallback_can_use_tool,
+            stderr=self._on_stderr,
+            max_budget_usd=launch.max_budget_usd,
+        )
+        client = ClaudeSDKClient(options)
+        self._console_sender = asyncio.create_task(self._send_console())
+        try:
+            await client.connect()
+        except Exception as exc:
+            raise RequestError.internal_error({"code": "agent_start_timeout", "message": str(exc)}) from exc
+        self._client = client
+        self._reader = asyncio.create_task(self._read_messages(client))
+        return NewSessionResponse(session_id=session_id)
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        client = self._require_client(session_id)
+        text = "\n".join(_block_text(block) for block in prompt)
+        async with self._turn_lock:
+            self._cancel_requested = False
+            turn: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._turn = turn
+            await client.query(text, session_id=session_id)
+            result = await turn
+            self._turn = None
+        params = usage_params(result)
+        await self._notify("_baton/usage", {"sessionId": session_id, **params})
+        stop_reason = stop_reason_for(result, cancel_requested=self._cancel_requested)
+        if params.get("is_error") and stop_reason != "cancelled":
+            code = "budget_exhausted" if result.get("subtype") == "error_max_budget_usd" else "agent_error"
+            message = str(result.get("result") or result.get("subtype") or "the agent's turn failed")
+            raise RequestError(-32603, message, {"code": code, "message": message})
+        return PromptResponse(stop_reason=stop_reason)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        client = self._require_client(session_id)
+        if self._turn is not None and not self._turn.done():
+            self._cancel_requested = True
+            await client.interrupt()
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
+        self._require_client(session_id)
+        # The host's Gatekeeper holds the policy; Claude itself stays in `default` and asks the hook.
+        await self._notify(
+            "session/update",
+            {"sessionId": session_id, "update": {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}},
+        )
+        return SetSessionModeResponse()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.disconnect()
+        for task in (self._reader, self._console_sender):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._turn is not None and not self._turn.done():
+            self._turn.set_exception(_exited("the agent was closed"))
+
+    # -- Claude side --------------------------------------------------------------------
+
+    def _require_client(self, session_id: str) -> ClaudeSDKClient:
+        if self._client is None or session_id != self._session_id:
+            raise RequestError.invalid_params({"message": f"unknown session {session_id}"})
+        return self._client
+
+    async def _read_messages(self, client: ClaudeSDKClient) -> None:
+        assert self._converter is not None
+        try:
+            async for message in _raw_messages(client):
+                await self._send_updates(self._converter.convert(message))
+                if message.get("type") == "result" and self._turn is not None and not self._turn.done():
+                    self._turn.set_result(message)
+        except Exception as exc:
+            if self._turn is not None and not self._turn.done():
+                self._turn.set_exception(_exited(f"Claude Code stopped: {exc}"))
+            return
+        if self._turn is not None and not self._turn.done():
+            self._turn.set_exception(_exited("Claude Code exited during the turn"))
+
+    async def _pre_tool_use(self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext) -> HookJSONOutput:
+        data: dict[str, Any] = dict(hook_input)
+        tool_name = str(data.get("tool_name", ""))
+        tool_input = data.get("tool_input") or {}
+        call_id = tool_use_id or str(data.get("tool_use_id") or uuid.uuid4())
+        decision, reason = await self._ask_host(call_id, tool_name, tool_input)
+        output: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
+        if decision == "deny":
+            output["permissionDecisionReason"] = reason
+        return {"hookSpecificOutput": output}  # type: ignore[typeddict-item]
+
+    async def _fallback_can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        # Reached only when the hook did not decide; never fail open.
+        return PermissionResultDeny(message="baton: no decision from the PreToolUse hook", interrupt=False)
+
+    async def _ask_host(self, call_id: str, tool_name: str, tool_input: dict[str, Any]) -> tuple[str, str]:
+        """Announce the call (the hook can run before the stream shows it), then ask the host."""
+        assert self._converter is not None and self._session_id is not None
+        synthetic = {
+            "type": "assistant",
+            "message": {"content": [{"type": "tool_use", "id": call_id, "name": tool_name, "input": tool_input}]},
+        }
+        updates = self._converter.convert(synthetic)
+        await self._send_updates(updates)
+        tool_call = next((u for u in updates if u.get("sessionUpdate") == "tool_call"), None)
+        kind = str(tool_call.get("kind", "other")) if tool_call else "other"
+        params = {
+            "sessionId": self._session_id,
+            "toolCall": {
+                "toolCallId": call_id,
+                "title": tool_call.get("title") if tool_call else tool_name,
+                "kind": kind,
+                "status": "pending",
+                "rawInput": tool_input,
+            },
+            "options": _PERMISSION_OPTIONS,
+            "_meta": {"baton": {"tool_name": tool_name, "input": tool_input, "tool_use_id": call_id, "kind": kind}},
+        }
+        try:
+            response = await self._conn._conn.send_request("session/request_permission", params)
+        except Exception as exc:
+            return "deny", f"baton: the permission request failed ({exc})"
+        return _decision_from(response)
+
+    def _on_stderr(self, line: str) -> None:
+        if line.startswith(MALFORMED_PREFIX):
+            try:
+                text = json.loads(line[len(MALFORMED_PREFIX) :])
+            except ValueError:
+                text = line[len(MALFORMED_PREFIX) :]
+            self._console.put_nowait(("_baton/malformed_line", {"line": str(text)[:65536], "stream": "stdout"}))
+            return
+        self._console.put_nowait(("_baton/console", {"level": "stderr", "message": line[:_CONSOLE_LIMIT]}))
+
+    async def _send_console(self) -> None:
+        while True:
+            method, params = await self._console.get()
+            await self._notify(method, params)
+
+
+def _decision_from(response: Any) -> tuple[str, str]:
+    """Allow only on an explicitly selected allow option; anything else denies."""
+    if not isinstance(response, dict):
+        return "deny", "baton: malformed permission response"
+    meta = (response.get("_meta") or {}).get("baton") or {}
+    reason = str(meta.get("reason") or "")
+    message = str(meta.get("message") or reason or "denied by baton")
+    outcome = response.get("outcome") or {}
+    if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
+        return "allow", reason
+    return "deny", message
+
+
+def _exited(message: str) -> RequestError:
+    return RequestError(-32603, message, {"code": "agent_exited", "message": message})
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, dict):
+        return str(block.get("text", ""))
+    return str(getattr(block, "text", "") or "")
+
+
+async def _raw_messages(client: ClaudeSDKClient) -> AsyncIterator[dict[str, Any]]:
+    # The SDK's public iterator parses messages into dataclasses and drops fields it does
+    # not model; its query yields the CLI's own dicts (claude-agent-sdk is pinned).
+    query = client._query
+    assert query is not None
+    async for message in query.receive_messages():
+        yield message

@@ -1,0 +1,130 @@
+"""The live view of a run (``baton run`` without ``--json``), drawn from runner events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+
+__all__ = ["LiveView"]
+
+_OUTPUT_LINES = 12
+
+
+class LiveView:
+    """Prints each runner event as it arrives: text, tool calls, diffs, tests, the end."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._diffs: dict[str, str] = {}
+
+    def show(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        data = event["data"]
+        handler = getattr(self, "_" + kind.replace(".", "_"), None)
+        if handler is not None:
+            handler(data, event)
+
+    def _task_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.rule(f"[bold]baton[/] run {escape(event['run_id'])}")
+        self.console.print(
+            f"[dim]agent {data.get('agent')} · model {data.get('model') or 'default'} · "
+            f"mode {data.get('permission_mode')} · {escape(str(data.get('cwd')))}[/]"
+        )
+
+    def _message(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        if data.get("malformed"):
+            self.console.print(f"[yellow]⚠ malformed line from the agent:[/] {escape(str(data.get('text')))}")
+        elif data.get("denied"):
+            self.console.print(f"[red]✗ denied[/] {escape(str(data.get('tool')))}: {escape(str(data.get('text')))}")
+        elif data.get("role") == "agent":
+            self.console.print(f"[cyan]●[/] {escape(str(data.get('text', '')))}")
+        else:
+            self.console.print(f"[magenta]▶[/] {escape(str(data.get('text', '')))}")
+
+    def _file_read(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        what = data.get("path") or data.get("pattern") or ""
+        self.console.print(f"[blue]⤷ {escape(str(data.get('tool')))}[/] {escape(str(what))}")
+
+    def _file_changed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(
+            f"[green]✎ {escape(str(data.get('change')))}[/] {escape(str(data.get('path')))} "
+            f"[dim]({escape(str(data.get('tool')))})[/]"
+        )
+        diff = _diff_of(event.get("raw") or {})
+        if diff:
+            self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
+
+    def _command_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(f"[yellow]$[/] {escape(str(data.get('command')))}")
+
+    def _command_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        if data.get("denied"):
+            return
+        status = "[red]failed[/]" if data.get("is_error") else "[green]ok[/]"
+        code = data.get("exit_code")
+        suffix = f" (exit {code})" if code is not None else ""
+        output = str(data.get("output") or "").rstrip()
+        lines = output.splitlines()
+        shown = lines[-_OUTPUT_LINES:]
+        if len(lines) > len(shown):
+            self.console.print(f"  [dim]… {len(lines) - len(shown)} more lines[/]")
+        for line in shown:
+            self.console.print(f"  [dim]{escape(line)}[/]")
+        self.console.print(f"  {status}{suffix}")
+
+    def _test_result(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        framework = f" [{data.get('framework')}]" if data.get("framework") else ""
+        if data.get("passed"):
+            self.console.print(f"[bold green]✔ tests passed[/]{escape(framework)}")
+        else:
+            self.console.print(f"[bold red]✘ tests failed[/]{escape(framework)}")
+
+    def _turn_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(f"[dim]turn finished: {escape(str(data.get('stop_reason')))}[/]")
+
+    def _task_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.rule(
+            f"[bold green]finished[/] ({escape(str(data.get('stop_reason')))}) · "
+            f"cost ${_money(data.get('total_cost_usd'))} · {_seconds(data.get('duration_ms'))} · "
+            f"run {escape(event['run_id'])}"
+        )
+
+    def _task_failed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.rule(
+            f"[bold red]failed[/] {escape(str(data.get('code')))}: {escape(str(data.get('message')))} · "
+            f"cost ${_money(data.get('total_cost_usd'))} · run {escape(event['run_id'])}"
+        )
+
+
+def _diff_of(raw: dict[str, Any]) -> str:
+    """The diff of an edit: Claude's structured patch, or the ``diff`` content of the update."""
+    update = ((raw.get("params") or {}).get("update")) or {}
+    output = update.get("rawOutput")
+    lines: list[str] = []
+    if isinstance(output, dict) and isinstance(output.get("structuredPatch"), list):
+        for hunk in output["structuredPatch"]:
+            if isinstance(hunk, dict):
+                lines.append(
+                    f"@@ -{hunk.get('oldStart')},{hunk.get('oldLines')} +{hunk.get('newStart')},{hunk.get('newLines')} @@"
+                )
+                lines += [str(line) for line in hunk.get("lines") or []]
+        if lines:
+            return "\n".join(lines)
+    for item in update.get("content") or []:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            old = (item.get("oldText") or "").splitlines()
+            new = (item.get("newText") or "").splitlines()
+            lines += [f"--- {item.get('path')}", f"+++ {item.get('path')}"]
+            lines += [f"-{line}" for line in old] + [f"+{line}" for line in new]
+    return "\n".join(lines)
+
+
+def _money(value: Any) -> str:
+    return f"{float(value):.4f}" if isinstance(value, int | float) else "?"
+
+
+def _seconds(value: Any) -> str:
+    return f"{float(value) / 1000:.1f} s" if isinstance(value, int | float) else "? s"

@@ -1,0 +1,95 @@
+"""``baton run PROMPT --repo DIR …``: start a run and stream its events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.cli._render import LiveView
+from baton.config import Settings
+from baton.errors import BatonError
+from baton.runs import Baton, RunSpec
+
+__all__ = ["run_command"]
+
+
+@app.command("run")
+def run_command(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    repo: Annotated[Path, typer.Option("--repo", help="The repository (working tree) to run in.")],
+    agent: Annotated[str, typer.Option("--agent", help="The agent to run.")] = "claude",
+    model: Annotated[str | None, typer.Option("--model", help="The model the agent uses.")] = None,
+    mode: Annotated[
+        str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
+    ] = "default",
+    allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
+    deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
+) -> None:
+    """Run an agent on a task in a repository and stream what it does."""
+    spec = RunSpec(
+        prompt=prompt,
+        repo=repo,
+        agent=agent,
+        model=model,
+        permission_mode=mode,
+        allow=tuple(allow or ()),
+        deny=tuple(deny or ()),
+        budget_usd=budget_usd,
+    )
+    try:
+        with _model_endpoint(scenario) as overrides:
+            code = asyncio.run(_run(spec, Settings.load(**overrides), json_output))
+    except BatonError as exc:
+        code = report_error(exc, json_output)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
+    """With ``--scenario``, the scripted model server runs in this process for the run."""
+    if scenario is None:
+        yield {}
+        return
+    from baton.testing import ScriptedModelServer
+
+    with ScriptedModelServer(scenario) as server:
+        yield {"anthropic_base_url": server.base_url, "anthropic_api_key": "scripted-" + secrets.token_hex(12)}
+
+
+async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
+    console = Console(stderr=json_output, highlight=False)
+    view = LiveView(console)
+    async with Baton(settings) as baton:
+        handle = await baton.start(spec)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, handle.cancel)
+        try:
+            async for event in baton.events(handle.run_id):
+                if json_output:
+                    sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+                    sys.stdout.flush()
+                else:
+                    view.show(event)
+            outcome = await handle.wait()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+    return outcome.exit_code

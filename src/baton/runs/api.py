@@ -1,0 +1,178 @@
+"""``Baton``: the Python API the CLI (and later the server) are thin layers on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+
+from baton.agents.claude.agent import ClaudeLaunch
+from baton.agents.claude.environment import bundled_claude_binary, claude_environment
+from baton.config import Settings
+from baton.errors import RefusedError, UsageError
+from baton.events.entry import LogEntry
+from baton.events.project import Projector, RunnerEvent
+from baton.gates import Gatekeeper, Policy
+from baton.runs.executor import RunExecution
+from baton.runs.spec import RunOutcome, RunSpec
+from baton.store import Redactor, SessionLog, Store
+
+__all__ = ["Baton", "RunHandle"]
+
+_AGENTS = ("claude",)
+
+
+class RunHandle:
+    """A run executing in this process."""
+
+    def __init__(self, execution: RunExecution, task: asyncio.Task[RunOutcome]) -> None:
+        self._execution = execution
+        self._task = task
+
+    @property
+    def run_id(self) -> str:
+        return self._execution.run_id
+
+    def cancel(self) -> None:
+        """Ask the agent to stop its turn; the run ends as ``cancelled``."""
+        self._execution.request_cancel()
+
+    async def wait(self) -> RunOutcome:
+        return await asyncio.shield(self._task)
+
+
+class Baton:
+    """Opens the store and the session log; starts runs and reads them back."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.load()
+        self._store: Store | None = None
+        self._log: SessionLog | None = None
+        self.redactor = Redactor()
+        self._runs: dict[str, RunHandle] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Baton:
+        if self._closed or self._store is not None:
+            raise RuntimeError("a Baton cannot be reopened")
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        self._store = await Store.open(self.settings.resolved_database_url)
+        self._log = SessionLog(self._store, self.redactor)
+        await self._log.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._runs.values():
+            handle._task.cancel()
+        for handle in self._runs.values():
+            try:
+                await handle._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._log is not None:
+            await self._log.aclose()
+        if self._store is not None:
+            await self._store.close()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("use `async with Baton(...)` first")
+        return self._store
+
+    @property
+    def log(self) -> SessionLog:
+        if self._log is None:
+            raise RuntimeError("use `async with Baton(...)` first")
+        return self._log
+
+    async def start(self, spec: RunSpec) -> RunHandle:
+        """Check the request, record the run, and start executing it in this process."""
+        repo = Path(spec.repo)
+        if not repo.is_dir():
+            raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
+        if spec.agent not in _AGENTS:
+            raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(_AGENTS)}")
+        if spec.budget_usd is not None and spec.budget_usd <= 0:
+            raise UsageError("invalid_argument", "--budget-usd must be positive")
+        api_key = self.settings.anthropic_api_key
+        if not api_key:
+            raise RefusedError(
+                "model_credentials_missing",
+                "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
+                "or pass --scenario NAME to use baton's scripted model",
+            )
+        policy = Policy.build(
+            spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve()
+        )
+        gatekeeper = Gatekeeper(policy, repo.resolve())
+        binary = self.settings.claude_binary or bundled_claude_binary()
+        self.redactor.add(api_key)
+        record = await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=str(repo.resolve()),
+            cwd=str(repo.resolve()),
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+        )
+        run_id = record.id
+        run_dir = self.settings.run_dir(run_id)
+        env = claude_environment(
+            run_id=run_id,
+            agent_home=run_dir / "agent-home",
+            base_url=self.settings.anthropic_base_url,
+            api_key=api_key,
+            passthrough=self.settings.agent_env_passthrough,
+            parent=dict(os.environ),
+        )
+        launch = ClaudeLaunch(
+            run_id=run_id,
+            binary=binary,
+            env=env,
+            launch_dir=run_dir / "launch",
+            model=spec.model,
+            max_budget_usd=spec.budget_usd,
+            hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
+        )
+        self.log.open_run(run_id)
+        execution = RunExecution(
+            run_id=run_id,
+            spec=spec,
+            store=self.store,
+            log=self.log,
+            gatekeeper=gatekeeper,
+            launch=launch,
+            start_timeout=self.settings.agent_start_timeout_seconds,
+        )
+        handle = RunHandle(execution, asyncio.create_task(execution.run(), name=f"baton-run-{run_id}"))
+        self._runs[run_id] = handle
+        return handle
+
+    async def run(self, spec: RunSpec) -> RunOutcome:
+        """Start a run and wait for its end."""
+        return await (await self.start(spec)).wait()
+
+    def entries(self, run_id: str, after: int = 0) -> AsyncIterator[LogEntry]:
+        """The run's committed log entries, then live ones until the run's log closes."""
+        return self.log.subscribe(run_id, after=after)
+
+    async def events(self, run_id: str, after: int = 0) -> AsyncIterator[RunnerEvent]:
+        """Runner events, projected from the log; ``seq`` is the same on every read."""
+        projector = Projector(run_id)
+        async for entry in self.log.subscribe(run_id):
+            for event in projector.feed(entry):
+                if event["seq"] > after:
+                    yield event

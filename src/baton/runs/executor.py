@@ -1,0 +1,227 @@
+"""Executing one run in this process: the agent, the host, the tapping transport, the log.
+
+The order of what the log records is the contract of docs/internals.md: ``run_started``,
+``status running``, the ACP conversation, ``agent_session``, per turn ``turn_complete``, and
+last a ``status`` that ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp._transport import memory_transport_pair
+from acp.core import AgentSideConnection
+from acp.schema import ClientCapabilities, FileSystemCapabilities
+
+from baton.acp.extensions import StatusParams, notification
+from baton.acp.host import BatonHost
+from baton.acp.tap import TappingTransport
+from baton.agents.claude.agent import ClaudeAgent, ClaudeLaunch
+from baton.errors import AgentError
+from baton.events.entry import utc_timestamp
+from baton.gates import Gatekeeper
+from baton.runs.spec import RunOutcome, RunSpec
+from baton.store import SessionLog, Store
+
+__all__ = ["RunExecution"]
+
+
+@dataclass
+class _TurnUsage:
+    params: dict[str, Any] | None = None
+
+
+class _UsageRecordingHost(BatonHost):
+    """Keeps the agent's last ``_baton/usage`` so baton can close the turn with it."""
+
+    def __init__(self, gatekeeper: Gatekeeper, tap: TappingTransport, log: SessionLog, run_id: str) -> None:
+        async def wait_logged() -> None:
+            await log.wait_committed(run_id, tap.last_seq)
+
+        super().__init__(gatekeeper, wait_logged)
+        self.turn = _TurnUsage()
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method in ("baton/usage", "_baton/usage"):
+            self.turn.params = params
+
+
+class RunExecution:
+    """One run executing here; ``await execution.run()`` drives it to its end."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        spec: RunSpec,
+        store: Store,
+        log: SessionLog,
+        gatekeeper: Gatekeeper,
+        launch: ClaudeLaunch,
+        start_timeout: float,
+    ) -> None:
+        self.run_id = run_id
+        self.spec = spec
+        self._store = store
+        self._log = log
+        self._gatekeeper = gatekeeper
+        self._launch = launch
+        self._start_timeout = start_timeout
+        self._cancel = asyncio.Event()
+        self._session_id: str | None = None
+
+    def _note(self, name: str, params: Any) -> int:
+        message = notification(name, params)
+        return self._log.append(self.run_id, "baton", message["method"], message)
+
+    def request_cancel(self) -> None:
+        self._cancel.set()
+
+    async def run(self) -> RunOutcome:
+        spec, run_id = self.spec, self.run_id
+        cwd = str(Path(spec.repo).resolve())
+        self._note(
+            "run_started",
+            {
+                "run_id": run_id,
+                "task_id": spec.task_id,
+                "agent": spec.agent,
+                "model": spec.model,
+                "cwd": cwd,
+                "permission_mode": spec.permission_mode,
+                "run_mode": spec.run_mode,
+            },
+        )
+        self._note("status", {"status": "running", "reason": "started"})
+        await self._store.update_run(run_id, status="running", status_reason="started", started_at=utc_timestamp())
+        started = time.monotonic()
+        try:
+            outcome = await self._converse(cwd)
+        except asyncio.CancelledError:
+            outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._finish(outcome, started))
+            raise
+        except Exception as exc:  # the run must end in the log whatever happened
+            code = exc.code if isinstance(exc, AgentError) else "agent_error"
+            outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        await self._finish(outcome, started)
+        return outcome
+
+    async def _finish(self, outcome: RunOutcome, started: float) -> None:
+        params: StatusParams = {"status": outcome.status, "reason": outcome.code or outcome.stop_reason or "ended"}
+        if outcome.status == "failed":
+            params["code"] = outcome.code or "agent_error"
+            params["message"] = outcome.message or ""
+        else:
+            params["stop_reason"] = outcome.stop_reason or "end_turn"
+            params["num_turns"] = None
+            params["result"] = outcome.result
+        params["usage"] = outcome.usage
+        params["total_cost_usd"] = outcome.total_cost_usd
+        params["duration_ms"] = outcome.duration_ms or int((time.monotonic() - started) * 1000)
+        self._note("status", params)
+        await self._log.flush()
+        await self._store.update_run(
+            self.run_id,
+            status=outcome.status,
+            status_reason=params["reason"],
+            finished_at=utc_timestamp(),
+            total_cost_usd=outcome.total_cost_usd,
+            error_code=outcome.code,
+            error_message=outcome.message if outcome.status == "failed" else None,
+        )
+        self._log.close_run(self.run_id)
+
+    async def _converse(self, cwd: str) -> RunOutcome:
+        agent_end, host_end = memory_transport_pair()
+        agent = ClaudeAgent(self._launch)
+        agent_conn = AgentSideConnection(agent, agent_end)
+        tap = TappingTransport(host_end, self._log, self.run_id)
+        host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id)
+        conn = connect_to_agent(host, tap)
+        try:
+            return await self._drive(conn, host, cwd)
+        finally:
+            with contextlib.suppress(Exception):
+                await agent.close()
+            with contextlib.suppress(Exception):
+                await conn.close()
+            with contextlib.suppress(Exception):
+                await agent_conn.close()
+
+    async def _drive(self, conn: Any, host: _UsageRecordingHost, cwd: str) -> RunOutcome:
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+        )
+        try:
+            async with asyncio.timeout(self._start_timeout):
+                await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
+                session = await conn.new_session(cwd=cwd, mcp_servers=[])
+        except TimeoutError as exc:
+            raise AgentError("agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s") from exc
+        except RequestError as exc:
+            raise _agent_error(exc) from exc
+        self._session_id = session.session_id
+        self._note("agent_session", {"agent_session_id": session.session_id, "adapter": "claude"})
+        await self._store.update_run(self.run_id, agent_session_id=session.session_id)
+        return await self._turn(conn, host, session.session_id, self.spec.prompt)
+
+    async def _turn(self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: str) -> RunOutcome:
+        host.turn.params = None
+        prompt_task = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(prompt)]))
+        cancel_task = asyncio.ensure_future(self._cancel.wait())
+        try:
+            await asyncio.wait({prompt_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+            if cancel_task.done() and not prompt_task.done():
+                await conn.cancel(session_id=session_id)
+            try:
+                response = await prompt_task
+            except RequestError as exc:
+                error = _agent_error(exc)
+                usage = host.turn.params or {}
+                return RunOutcome(
+                    self.run_id,
+                    "failed",
+                    code=error.code,
+                    message=error.message,
+                    total_cost_usd=usage.get("total_cost_usd"),
+                    usage=usage.get("usage"),
+                    duration_ms=usage.get("duration_ms"),
+                )
+        finally:
+            cancel_task.cancel()
+        usage = host.turn.params or {}
+        stop_reason = str(response.stop_reason)
+        self._note(
+            "turn_complete",
+            {
+                "stop_reason": stop_reason,
+                "usage": usage.get("usage"),
+                "total_cost_usd": usage.get("total_cost_usd"),
+                "duration_ms": usage.get("duration_ms"),
+            },
+        )
+        return RunOutcome(
+            self.run_id,
+            "cancelled" if stop_reason == "cancelled" else "finished",
+            stop_reason=stop_reason,
+            total_cost_usd=usage.get("total_cost_usd"),
+            duration_ms=usage.get("duration_ms"),
+            result=usage.get("result"),
+            usage=usage.get("usage"),
+        )
+
+
+def _agent_error(exc: RequestError) -> AgentError:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    code = str(data.get("code") or "agent_error")
+    message = str(data.get("message") or exc)
+    if code not in AgentError.family_codes:
+        code = "agent_error"
+    return AgentError(code, message)

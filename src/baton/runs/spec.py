@@ -1,0 +1,46 @@
+"""What a run is asked to do, and how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec"]
+
+RunEnd = Literal["finished", "failed", "cancelled"]
+
+# DESIGN.md "CLI contract": 0 finished, 1 failed, 2 usage, 3 refused, 4 paused, 5 cancelled.
+EXIT_CODES: dict[str, int] = {"finished": 0, "failed": 1, "cancelled": 5}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    prompt: str
+    repo: Path
+    agent: str = "claude"
+    model: str | None = None
+    permission_mode: str = "default"
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    budget_usd: float | None = None
+    task_id: str | None = None
+    run_mode: Literal["background", "interactive"] = "background"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    status: RunEnd
+    stop_reason: str | None = None
+    code: str | None = None
+    message: str | None = None
+    total_cost_usd: float | None = None
+    duration_ms: int | None = None
+    result: str | None = None
+    usage: dict[str, Any] | None = field(default=None)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
