@@ -1,0 +1,94 @@
+"""Shared fixtures: a fresh BATON_HOME, real git repositories, leak checks for agent processes.
+
+Slow tests (``@pytest.mark.slow``): all run with ``--slow=all``; by default a bounded sample
+of ``BATON_SLOW_SAMPLE`` (default 3) runs, chosen by ``BATON_SLOW_SEED`` (default: the day),
+so CI covers them over time without blowing its budget.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from baton.config import Settings
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", default="sample", choices=("sample", "all", "none"), help="which slow tests run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.getoption("--slow")
+    if choice == "all":
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    keep: set[str] = set()
+    if choice == "sample":
+        seed = os.environ.get("BATON_SLOW_SEED") or datetime.date.today().isoformat()
+        size = int(os.environ.get("BATON_SLOW_SAMPLE", "3"))
+        ranked = sorted(slow, key=lambda item: hashlib.sha256((seed + item.nodeid).encode()).hexdigest())
+        keep = {item.nodeid for item in ranked[:size]}
+    skip = pytest.mark.skip(reason="slow test outside this run's sample (use --slow=all)")
+    for item in slow:
+        if item.nodeid not in keep:
+            item.add_marker(skip)
+
+
+def baton_process_ids() -> list[int]:
+    """Every live process carrying any BATON_RUN_ID (tests run one at a time)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and b"\0BATON_RUN_ID=" in b"\0" + environ:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings with a fresh BATON_HOME and no model credentials from the environment."""
+    home = tmp_path / "baton-home"
+    environ = {"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}
+    return Settings.load(environ)
+
+
+def make_git_repo(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git = ["git", "-C", str(path), "-c", "user.name=baton tests", "-c", "user.email=tests@baton.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "initial"], check=True)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_git_repo(tmp_path / "repo", {"README.md": "# a repository\n"})
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_agent_processes() -> Iterator[None]:
+    """After every test, no process of any baton run may remain."""
+    yield
+    import time
+
+    deadline = time.monotonic() + 5
+    while (left := baton_process_ids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes of a baton run outlived the test: {left}"
