@@ -1,1 +1,35 @@
-"""testing."""
+"""Offline determinism: a scripted model server and the scenarios it plays.
+
+``ScriptedModelServer`` speaks the Anthropic Messages API on loopback and answers from a
+scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Tests, the
+``--scenario`` option and ``make demo`` use it instead of a real model.
+"""
+
+from __future__ import annotations
+
+from baton.testing._sample import copy_sample_repo
+from baton.testing._scenario import (
+    Failure,
+    Scenario,
+    Step,
+    TextBlock,
+    ToolCall,
+    When,
+    list_scenarios,
+    load_scenario,
+)
+from baton.testing._server import RecordedRequest, ScriptedModelServer
+
+__all__ = [
+    "Failure",
+    "RecordedRequest",
+    "Scenario",
+    "ScriptedModelServer",
+    "Step",
+    "TextBlock",
+    "ToolCall",
+    "When",
+    "copy_sample_repo",
+    "list_scenarios",
+    "load_scenario",
+]
