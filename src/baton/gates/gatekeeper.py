@@ -1,0 +1,202 @@
+"""The Gatekeeper: one decision per tool call, by policy, with its reason.
+
+Order of evaluation (the first step that decides wins):
+
+1. a deny rule matches → deny (``rule:<rule>``);
+2. plan mode and a write or bash call → deny (``mode:plan``), whatever the allow rules say;
+3. a write to a protected path (``.baton``, ``.claude``, ``.git`` anywhere in the workspace)
+   → ask (``protected_path:<rel>``), in every other mode, bypassPermissions included;
+4. an ask rule matches → ask (``rule:<rule>``);
+5. allow rules allow the call → allow (``rule:<rule>``); a compound command needs every part
+   allowed, possibly by different rules (``rule:<r1> & <r2>``);
+6. the mode decides (``mode:<mode>``), or ``outside_workspace:<path>`` when a path outside
+   the workspace is why it asks.
+
+The Gatekeeper returns ``ask``; what ``ask`` becomes (a gate, or a denial while there are no
+human gates) is the host's business. ``decide`` does no I/O besides resolving the path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from baton.gates.commands import split_command
+from baton.gates.modes import Behavior, ToolGroup, default_behavior, tool_group
+from baton.gates.paths import PROTECTED_DIRS, ResolvedPath, resolve_path
+from baton.gates.policy import Policy
+from baton.gates.rules import CallTarget, Rule
+
+__all__ = ["Decision", "Gatekeeper", "ToolCall"]
+
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+# Tools whose path is optional and defaults to the workspace root.
+_ROOTED_TOOLS = frozenset({"Glob", "Grep", "LS"})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call as baton names it: Claude's own tool names and input (other agents are mapped)."""
+
+    tool_name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    tool_call_id: str = ""
+    kind: str | None = None
+    """The ACP kind, for the record only: decisions never trust it."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``behavior`` with a machine-readable ``reason`` and a ``message`` for the agent."""
+
+    behavior: Literal["allow", "deny", "ask"]
+    reason: str
+    message: str
+
+
+class Gatekeeper:
+    """Decides tool calls by a :class:`Policy` for one workspace.
+
+    ``set_mode`` changes the mode in place for the rest of the run (``session/set_mode``): the
+    host keeps one Gatekeeper per run. The policy itself is immutable, so a decision always
+    sees one consistent policy.
+    """
+
+    def __init__(self, policy: Policy, workspace: Path) -> None:
+        self._policy = policy
+        self._root = Path(os.path.realpath(workspace))
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @property
+    def workspace(self) -> Path:
+        return self._root
+
+    def set_mode(self, mode: str) -> None:
+        """Switch the permission mode (validated: ``invalid_argument``, ``bypass_refused_as_root``)."""
+        self._policy = self._policy.with_mode(mode)
+
+    def decide(self, call: ToolCall) -> Decision:
+        policy = self._policy
+        name = call.tool_name
+        group = tool_group(name)
+        target = self._target(call, group)
+        path = target.path
+
+        if rule := _first(policy.deny, target):
+            return Decision("deny", f"rule:{rule.text}", f"{name} is denied by the rule {rule.text}.")
+        if policy.mode == "plan" and group in ("write", "bash"):
+            return Decision(
+                "deny",
+                "mode:plan",
+                f"Plan mode is read-only: {name} is not allowed while planning. "
+                "Finish the plan and ask for it to be approved.",
+            )
+        if group == "write" and path is not None and (protected := path.protected):
+            top = next(p for p in PurePosixPath(protected).parts if p.casefold() in PROTECTED_DIRS)
+            return Decision(
+                "ask",
+                f"protected_path:{protected}",
+                f"{name} on {protected} needs a human's approval: {top} is protected.",
+            )
+        if rule := _first(policy.ask, target):
+            return Decision(
+                "ask", f"rule:{rule.text}", f"{name} needs a human's approval (rule {rule.text})."
+            )
+        if allowed_by := self._allowed_by(target):
+            texts = " & ".join(dict.fromkeys(rule.text for rule in allowed_by))
+            return Decision("allow", f"rule:{texts}", f"{name} is allowed by the rule {texts}.")
+        return self._by_mode(name, group, path)
+
+    def _by_mode(self, name: str, group: ToolGroup, path: ResolvedPath | None) -> Decision:
+        mode = self._policy.mode
+        has_path = group in ("read", "search", "write")
+        inside = path.inside if path is not None else not has_path
+        behavior: Behavior = default_behavior(mode, group, inside_workspace=inside)
+        if has_path and not inside and behavior != "allow":
+            shown = path.absolute if path is not None else "?"
+            reason = f"outside_workspace:{shown}" if path is not None else "unresolvable_path"
+            message = f"{name} on {shown} is outside the workspace and needs a human's approval."
+            if behavior == "deny":
+                message = f"{name} on {shown} is outside the workspace and not allowed in {mode} mode."
+            return Decision(behavior, reason, message)
+        if group == "unknown":
+            return Decision(
+                behavior,
+                f"unknown_tool:{name}",
+                f"{name} is not a tool baton knows; it needs a human's approval.",
+            )
+        messages = {
+            "allow": f"{name} is allowed in {mode} mode.",
+            "ask": f"{name} needs a human's approval in {mode} mode.",
+            "deny": f"{name} is not allowed in {mode} mode.",
+        }
+        return Decision(behavior, f"mode:{mode}", messages[behavior])
+
+    def _allowed_by(self, target: CallTarget) -> list[Rule]:
+        """The allow rules that together allow the call (empty: not allowed by rules)."""
+        rules = [rule for rule in self._policy.allow if rule.covers_tool(target.tool_name)]
+        if target.tool_name != "Bash" or target.command is None:
+            return [rule for rule in rules if rule.matches(target, restrictive=False)][:1]
+        if bare := [rule for rule in rules if rule.kind == "any"]:
+            return bare[:1]
+        command = target.command
+        if not command.parsed or not command.parts:
+            return []
+        used: list[Rule] = []
+        for part in command.parts:
+            rule = next((r for r in rules if r.matches_part(part)), None)
+            if rule is None:
+                return []
+            used.append(rule)
+        return used
+
+    def _target(self, call: ToolCall, group: ToolGroup) -> CallTarget:
+        data = call.input if isinstance(call.input, dict) else {}
+        name = call.tool_name
+        command = data.get("command")
+        url = data.get("url")
+        subagent = data.get("subagent_type")
+        return CallTarget(
+            tool_name=name,
+            command=split_command(command) if name == "Bash" and isinstance(command, str) else None,
+            path=self._path(name, data) if group in ("read", "search", "write") else None,
+            host=_host(url) if isinstance(url, str) else None,
+            subagent_type=subagent if isinstance(subagent, str) else None,
+        )
+
+    def _path(self, name: str, data: dict[str, Any]) -> ResolvedPath | None:
+        raw = next((data[k] for k in _PATH_KEYS if isinstance(data.get(k), str) and data[k]), None)
+        if raw is None:
+            if name not in _ROOTED_TOOLS:
+                return None
+            raw = "."
+        if name == "Glob" and isinstance(pattern := data.get("pattern"), str):
+            # Glob(pattern="../../etc/*") searches wherever the pattern's literal prefix points.
+            raw = str(Path(raw) / _literal_prefix(pattern))
+        return resolve_path(raw, self._root)
+
+
+def _first(rules: tuple[Rule, ...], target: CallTarget) -> Rule | None:
+    return next((rule for rule in rules if rule.matches(target, restrictive=True)), None)
+
+
+def _host(url: str) -> str | None:
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
+def _literal_prefix(pattern: str) -> str:
+    segments = []
+    for segment in pattern.split("/"):
+        if any(c in segment for c in "*?[{"):
+            break
+        segments.append(segment)
+    return "/".join(segments) or ("/" if pattern.startswith("/") else ".")
