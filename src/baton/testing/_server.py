@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -144,6 +145,11 @@ class _Listener(ThreadingHTTPServer):
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that goes away is ordinary here; anything else is reported as usual."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         """Wake threads idling on keep-alive connections, so stopping leaves nothing behind."""
