@@ -130,3 +130,27 @@ def test_search_roots(workspace: Path) -> None:
     assert gate.decide(ToolCall("Glob", {"pattern": "/etc/**"})).behavior == "ask"
     assert gate.decide(ToolCall("Grep", {"pattern": "x", "path": "/etc"})).behavior == "ask"
     assert gate.decide(ToolCall("LS", {"path": str(workspace.parent)})).behavior == "ask"
+
+
+def test_bare_allow_rules_stay_inside_the_workspace(workspace: Path) -> None:
+    gate = keeper("default", workspace, allow=("Read", "Write", "Grep"))
+    assert gate.decide(ToolCall("Write", {"file_path": "src/a.py"})).reason == "rule:Write"
+    assert gate.decide(ToolCall("Write", {"file_path": "/etc/hosts"})).behavior == "ask"
+    assert gate.decide(ToolCall("Write", {"content": "no path"})).behavior == "ask"
+    assert gate.decide(ToolCall("Read", {"file_path": "/etc/hosts"})).behavior == "ask"
+    assert gate.decide(ToolCall("Grep", {"pattern": "x", "path": "/etc"})).behavior == "ask"
+    absolute = keeper("default", workspace, allow=("Read(//etc/**)",))
+    assert absolute.decide(ToolCall("Read", {"file_path": "/etc/hosts"})).behavior == "allow"
+
+
+def test_bare_deny_rules_reach_outside(workspace: Path) -> None:
+    gate = Gatekeeper(Policy.build("default", deny=["Read"]), workspace)
+    assert gate.decide(ToolCall("Read", {"file_path": "/etc/hosts"})).behavior == "deny"
+
+
+def test_protected_directories_outside_the_workspace(workspace: Path) -> None:
+    other = workspace.parent / "other" / ".git" / "hooks" / "pre-commit"
+    decision = keeper("bypassPermissions", workspace).decide(ToolCall("Write", {"file_path": str(other)}))
+    assert (decision.behavior, decision.reason) == ("ask", f"protected_path:{other}")
+    plain = keeper("bypassPermissions", workspace).decide(ToolCall("Write", {"file_path": "/tmp/x"}))
+    assert (plain.behavior, plain.reason) == ("allow", "mode:bypassPermissions")

@@ -3,6 +3,8 @@
 Protected paths are any path with a ``.baton``, ``.claude`` or ``.git`` component (compared
 case-insensitively, for case-insensitive file systems), checked on both the path as written
 and the resolved one, so neither a symlink into ``.git`` nor one out of it slips through.
+Inside the workspace only the workspace-relative part counts; outside it (another checkout,
+``~/.claude``) the whole absolute path does.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ class ResolvedPath:
 
     @property
     def protected(self) -> str | None:
-        """The workspace-relative path that makes this protected, or None."""
-        for rel in (self.relative, self.lexical_relative):
-            if rel is not None and any(p.casefold() in _PROTECTED for p in PurePosixPath(rel).parts):
-                return rel
+        """The path that makes this protected (workspace-relative when inside), or None."""
+        if self.relative is None:
+            candidates = [self.absolute, self.lexical]
+        else:
+            candidates = [self.relative, self.lexical_relative or self.lexical]
+        for path in candidates:
+            if any(p.casefold() in _PROTECTED for p in PurePosixPath(path).parts):
+                return path
         return None
 
 

@@ -35,6 +35,7 @@ _RULE = re.compile(r"(?P<tool>[A-Za-z][A-Za-z0-9_-]*(?:__\*)?)(?:\((?P<spec>.*)\
 _READ_FAMILY = frozenset({"Read", "NotebookRead", "LS", "Glob", "Grep"})
 _WRITE_FAMILY = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _PATH_TOOLS = _READ_FAMILY | _WRITE_FAMILY
+_PATH_GROUPS = frozenset({"read", "search", "write"})
 _AGENT_TOOLS = frozenset({"Task", "Agent"})
 _HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
@@ -89,6 +90,9 @@ class Rule:
         """
         if not self.covers_tool(target.tool_name):
             return False
+        if self.kind == "any" and not restrictive and tool_group(target.tool_name) in _PATH_GROUPS:
+            # Allowing a file tool never reaches outside the workspace without an absolute rule.
+            return target.path is not None and target.path.inside
         if self.kind in ("any", "mcp"):
             return True
         if self.kind == "command":
