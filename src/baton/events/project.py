@@ -81,7 +81,7 @@ class Projector:
         self._run: dict[str, Any] = {}
         self._started = False
         self._tools = ToolCalls(_normal(cwd))
-        self._permissions: dict[Any, tuple[Any, str | None, dict[str, str]]] = {}
+        self._permissions: dict[Any, tuple[Any, Any, Any, dict[str, str]]] = {}
         self._handlers: dict[str, _Handler] = {
             "session/update": self._session_update,
             "session/prompt": self._prompt,
@@ -173,15 +173,16 @@ class Projector:
             tool_call = params.get("toolCall")
             tool_call = tool_call if isinstance(tool_call, dict) else {}
             baton = _baton_meta(params)
-            tool = baton.get("tool_name") or tool_call.get("title")
+            tool = baton.get("tool_name")
             options = {
                 str(o.get("optionId")): str(o.get("kind"))
                 for o in params.get("options") or ()
                 if isinstance(o, dict)
             }
-            self._permissions[request_id] = (tool_call.get("toolCallId"), tool, options)
+            title = tool_call.get("title")
+            self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options)
             return []
-        call_id, tool, options = self._permissions.pop(request_id, (None, None, {}))
+        call_id, tool, title, options = self._permissions.pop(request_id, (None, None, None, {}))
         result = payload.get("result")
         if not isinstance(result, dict):
             return []
@@ -198,10 +199,10 @@ class Projector:
         if not denied:
             return []
         self._tools.deny(call_id)
-        reason = baton.get("reason") or baton.get("message")
+        reason = baton.get("message") or baton.get("reason")  # the words shown to the agent first
         if not reason:
             reason = "cancelled" if outcome.get("outcome") == "cancelled" else "denied"
-        tool = tool or self._tools.tool_name(call_id)
+        tool = tool or self._tools.tool_name(call_id) or title
         return [("message", {"role": "user", "text": str(reason), "denied": True, "tool": tool})]
 
     def _malformed(self, payload: dict[str, Any], direction: str) -> Produced:

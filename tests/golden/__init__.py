@@ -1,0 +1,1 @@
+"""Golden wire fixtures: recorded Claude streams, their ACP updates and runner events."""

@@ -1,0 +1,238 @@
+"""One minimal, hand-built entry sequence per runner-event type (``golden/events/<type>.json``).
+
+Each sequence starts a run in ``/work/repo`` and contains just what produces its event type, so
+the golden file shows the event next to the entries it comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .build import EntryLog
+
+__all__ = ["MINIMAL"]
+
+CWD = "/work/repo"
+SESSION = "sess-1"
+
+
+def _started() -> EntryLog:
+    log = EntryLog("run-minimal")
+    log.run_started(CWD)
+    log.baton("agent_session", {"agent_session_id": SESSION, "adapter": "claude"})
+    return log
+
+
+def _update(log: EntryLog, update: dict[str, Any]) -> None:
+    log.notify("session/update", {"sessionId": SESSION, "update": update})
+
+
+def _call(
+    log: EntryLog, call_id: str, kind: str, title: str, raw_input: dict[str, Any], **extra: Any
+) -> None:
+    update = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": title,
+        "kind": kind,
+        "status": "pending",
+        "rawInput": raw_input,
+    }
+    _update(log, update | extra)
+
+
+def _done(log: EntryLog, call_id: str, text: str, *, failed: bool = False, **meta: Any) -> None:
+    update = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "status": "failed" if failed else "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+        "_meta": {"baton": {"is_error": failed, **meta}},
+    }
+    _update(log, update)
+
+
+def task_started() -> EntryLog:
+    return _started()
+
+
+def message() -> EntryLog:
+    log = _started()
+    log.request(
+        "to_agent", "session/prompt", 2, {"sessionId": SESSION, "prompt": [{"type": "text", "text": "hi"}]}
+    )
+    _update(log, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello"}})
+    log.add(
+        "from_agent",
+        "_baton/malformed_line",
+        {
+            "jsonrpc": "2.0",
+            "method": "_baton/malformed_line",
+            "params": {"line": "{not json", "stream": "stdout"},
+        },
+    )
+    return log
+
+
+def file_read() -> EntryLog:
+    log = _started()
+    path = f"{CWD}/src/calc.js"
+    _call(log, "t1", "read", "Read src/calc.js", {"file_path": path}, locations=[{"path": path}])
+    _call(log, "t2", "search", "Search `add`", {"pattern": "add"}, locations=[{"path": CWD}])
+    _done(log, "t2", "src/calc.js")
+    _done(log, "t1", "function add(a, b) {}")
+    return log
+
+
+def file_changed() -> EntryLog:
+    log = _started()
+    new, old = f"{CWD}/notes.txt", f"{CWD}/calc.js"
+    diff_new = {"type": "diff", "path": new, "oldText": None, "newText": "hi\n"}
+    diff_old = {"type": "diff", "path": old, "oldText": "a - b", "newText": "a + b"}
+    _call(
+        log,
+        "t1",
+        "edit",
+        "Write notes.txt",
+        {"file_path": new},
+        locations=[{"path": new}],
+        content=[diff_new],
+    )
+    _call(
+        log, "t2", "edit", "Edit calc.js", {"file_path": old}, locations=[{"path": old}], content=[diff_old]
+    )
+    _done(log, "t1", "File created")
+    _done(log, "t2", "File edited")
+    return log
+
+
+def command_started() -> EntryLog:
+    log = _started()
+    _call(
+        log,
+        "t1",
+        "execute",
+        "`ls`",
+        {"command": "ls"},
+        _meta={"baton": {"tool_name": "Bash", "command": "ls"}},
+    )
+    return log
+
+
+def command_finished() -> EntryLog:
+    log = command_started()
+    _done(log, "t1", "Exit code 2\nls: cannot access 'x'", failed=True)
+    return log
+
+
+def test_result() -> EntryLog:
+    log = _started()
+    command = "cd app && npm test 2>&1 | tail -5"
+    meta = {"baton": {"tool_name": "Bash", "command": command}}
+    _call(log, "t1", "execute", f"`{command}`", {"command": command}, _meta=meta)
+    _done(log, "t1", "Tests:       1 failed, 3 passed, 4 total\nTime:        0.5 s", exit_code=0)
+    return log
+
+
+def gate_opened() -> EntryLog:
+    log = _started()
+    log.baton(
+        "gate_opened",
+        {
+            "gate_id": "g1",
+            "kind": "tool",
+            "tool_call_id": "t1",
+            "tool_name": "Bash",
+            "bound_call_id": "t1",
+            "bound_input_hash": "sha256:0f1e",
+            "summary": "Bash: rm -rf build",
+            "expires_at": "2026-12-01T12:00:00.000Z",
+        },
+    )
+    return log
+
+
+def gate_resolved() -> EntryLog:
+    log = gate_opened()
+    log.baton("gate_resolved", {"gate_id": "g1", "decision": "deny", "reason": "human", "decided_by": "ada"})
+    return log
+
+
+def snapshot_captured() -> EntryLog:
+    log = _started()
+    log.baton(
+        "snapshot_captured",
+        {
+            "snapshot_id": "s1",
+            "tree_hash": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+            "added": ["notes.txt"],
+            "modified": ["calc.js"],
+            "deleted": [],
+            "log_seq_from": 1,
+            "log_seq_to": 9,
+        },
+    )
+    return log
+
+
+def turn_finished() -> EntryLog:
+    log = _started()
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    log.baton(
+        "turn_complete",
+        {"stop_reason": "end_turn", "usage": usage, "total_cost_usd": 0.0008, "duration_ms": 138},
+    )
+    return log
+
+
+def task_finished() -> EntryLog:
+    log = _started()
+    log.baton(
+        "status",
+        {
+            "status": "finished",
+            "reason": "end_turn",
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 100, "output_tokens": 20},
+            "total_cost_usd": 0.0008,
+            "num_turns": 1,
+            "duration_ms": 138,
+            "result": "done",
+        },
+    )
+    log.baton(
+        "turn_complete", {"stop_reason": "end_turn", "usage": None, "total_cost_usd": None, "duration_ms": 1}
+    )
+    return log
+
+
+def task_failed() -> EntryLog:
+    log = _started()
+    log.baton(
+        "status",
+        {
+            "status": "failed",
+            "reason": "agent_exited",
+            "code": "agent_exited",
+            "message": "Claude Code exited (1)",
+        },
+    )
+    return log
+
+
+MINIMAL: dict[str, Callable[[], EntryLog]] = {
+    "task.started": task_started,
+    "message": message,
+    "file.read": file_read,
+    "file.changed": file_changed,
+    "command.started": command_started,
+    "command.finished": command_finished,
+    "test.result": test_result,
+    "gate.opened": gate_opened,
+    "gate.resolved": gate_resolved,
+    "snapshot.captured": snapshot_captured,
+    "turn.finished": turn_finished,
+    "task.finished": task_finished,
+    "task.failed": task_failed,
+}
