@@ -44,7 +44,8 @@ class BatonHost:
     async def request_permission(
         self, options: list[PermissionOption], session_id: str, tool_call: Any, **meta: Any
     ) -> RequestPermissionResponse:
-        extra = meta.get("baton") if isinstance(meta.get("baton"), dict) else {}
+        found = meta.get("baton")
+        extra: dict[str, Any] = found if isinstance(found, dict) else {}
         raw_input = extra.get("input", getattr(tool_call, "raw_input", None))
         call = ToolCall(
             tool_name=str(extra.get("tool_name") or getattr(tool_call, "title", None) or "unknown"),
@@ -63,7 +64,9 @@ class BatonHost:
         option_id = choose_option(options, allow)
         if allow and option_id is None:
             allow, option_id = False, choose_option(options, False)
-            decision = Decision(behavior="deny", reason="no_allow_option", message="the agent offered no allow option")
+            decision = Decision(
+                behavior="deny", reason="no_allow_option", message="the agent offered no allow option"
+            )
         # The decision is an effect baton performs: it waits for the request to be committed.
         await self._wait_logged()
         outcome: AllowedOutcome | DeniedOutcome = (

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from baton.cli._app import app
-
 # Each command module registers itself on ``app`` when imported.
-from baton.cli import model_server as _model_server  # noqa: F401  (registers a command)
+from baton.cli import logs as _logs  # noqa: F401  (registers a command)
+from baton.cli import model_server as _model_server  # noqa: F401
+from baton.cli import run as _run  # noqa: F401
+from baton.cli._app import app
 
 __all__ = ["app", "main"]
 

@@ -38,7 +38,9 @@ class LiveView:
         if data.get("malformed"):
             self.console.print(f"[yellow]⚠ malformed line from the agent:[/] {escape(str(data.get('text')))}")
         elif data.get("denied"):
-            self.console.print(f"[red]✗ denied[/] {escape(str(data.get('tool')))}: {escape(str(data.get('text')))}")
+            self.console.print(
+                f"[red]✗ denied[/] {escape(str(data.get('tool')))}: {escape(str(data.get('text')))}"
+            )
         elif data.get("role") == "agent":
             self.console.print(f"[cyan]●[/] {escape(str(data.get('text', '')))}")
         else:

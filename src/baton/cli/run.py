@@ -34,9 +34,15 @@ def run_command(
     mode: Annotated[
         str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
     ] = "default",
-    allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
-    deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")] = None,
+    allow: Annotated[
+        list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")
+    ] = None,
+    deny: Annotated[
+        list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")
+    ] = None,
+    budget_usd: Annotated[
+        float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")
+    ] = None,
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
@@ -55,7 +61,7 @@ def run_command(
     )
     try:
         with _model_endpoint(scenario) as overrides:
-            code = asyncio.run(_run(spec, Settings.load(**overrides), json_output))
+            code = asyncio.run(_run(spec, Settings.load(None, **overrides), json_output))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
@@ -70,7 +76,10 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
     from baton.testing import ScriptedModelServer
 
     with ScriptedModelServer(scenario) as server:
-        yield {"anthropic_base_url": server.base_url, "anthropic_api_key": "scripted-" + secrets.token_hex(12)}
+        yield {
+            "anthropic_base_url": server.base_url,
+            "anthropic_api_key": "scripted-" + secrets.token_hex(12),
+        }
 
 
 async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
@@ -87,7 +96,7 @@ async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
                     sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
                     sys.stdout.flush()
                 else:
-                    view.show(event)
+                    view.show(dict(event))
             outcome = await handle.wait()
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):

@@ -58,7 +58,7 @@ class Baton:
         if self._closed or self._store is not None:
             raise RuntimeError("a Baton cannot be reopened")
         self.settings.home.mkdir(parents=True, exist_ok=True)
-        self._store = await Store.open(self.settings.resolved_database_url)
+        self._store = Store.open(self.settings.resolved_database_url)
         self._log = SessionLog(self._store, self.redactor)
         await self._log.__aenter__()
         return self
@@ -82,7 +82,7 @@ class Baton:
         if self._log is not None:
             await self._log.aclose()
         if self._store is not None:
-            await self._store.close()
+            await self._store.aclose()
 
     @property
     def store(self) -> Store:

@@ -12,7 +12,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp._transport import memory_transport_pair
@@ -99,12 +99,16 @@ class RunExecution:
             },
         )
         self._note("status", {"status": "running", "reason": "started"})
-        await self._store.update_run(run_id, status="running", status_reason="started", started_at=utc_timestamp())
+        await self._store.update_run(
+            run_id, status="running", status_reason="started", started_at=utc_timestamp()
+        )
         started = time.monotonic()
         try:
             outcome = await self._converse(cwd)
         except asyncio.CancelledError:
-            outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            outcome = RunOutcome(
+                run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted"
+            )
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
@@ -114,7 +118,10 @@ class RunExecution:
         return outcome
 
     async def _finish(self, outcome: RunOutcome, started: float) -> None:
-        params: StatusParams = {"status": outcome.status, "reason": outcome.code or outcome.stop_reason or "ended"}
+        params: StatusParams = {
+            "status": outcome.status,
+            "reason": outcome.code or outcome.stop_reason or "ended",
+        }
         if outcome.status == "failed":
             params["code"] = outcome.code or "agent_error"
             params["message"] = outcome.message or ""
@@ -141,10 +148,10 @@ class RunExecution:
     async def _converse(self, cwd: str) -> RunOutcome:
         agent_end, host_end = memory_transport_pair()
         agent = ClaudeAgent(self._launch)
-        agent_conn = AgentSideConnection(agent, agent_end)
+        agent_conn = AgentSideConnection(cast(Any, agent), agent_end)
         tap = TappingTransport(host_end, self._log, self.run_id)
         host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id)
-        conn = connect_to_agent(host, tap)
+        conn = connect_to_agent(cast(Any, host), tap)
         try:
             return await self._drive(conn, host, cwd)
         finally:
@@ -164,7 +171,9 @@ class RunExecution:
                 await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
                 session = await conn.new_session(cwd=cwd, mcp_servers=[])
         except TimeoutError as exc:
-            raise AgentError("agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s") from exc
+            raise AgentError(
+                "agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s"
+            ) from exc
         except RequestError as exc:
             raise _agent_error(exc) from exc
         self._session_id = session.session_id
@@ -184,19 +193,19 @@ class RunExecution:
                 response = await prompt_task
             except RequestError as exc:
                 error = _agent_error(exc)
-                usage = host.turn.params or {}
+                failed_usage: dict[str, Any] = host.turn.params or {}
                 return RunOutcome(
                     self.run_id,
                     "failed",
                     code=error.code,
                     message=error.message,
-                    total_cost_usd=usage.get("total_cost_usd"),
-                    usage=usage.get("usage"),
-                    duration_ms=usage.get("duration_ms"),
+                    total_cost_usd=failed_usage.get("total_cost_usd"),
+                    usage=failed_usage.get("usage"),
+                    duration_ms=failed_usage.get("duration_ms"),
                 )
         finally:
             cancel_task.cancel()
-        usage = host.turn.params or {}
+        usage: dict[str, Any] = host.turn.params or {}
         stop_reason = str(response.stop_reason)
         self._note(
             "turn_complete",

@@ -123,7 +123,9 @@ class ClaudeAgent:
         self._session_id = session_id
         self._converter = ClaudeConverter(cwd)
         launch = self._launch
-        cli_path = write_launch_files(launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id)
+        cli_path = write_launch_files(
+            launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id
+        )
         options = ClaudeAgentOptions(
             cwd=cwd,
             cli_path=cli_path,
@@ -162,8 +164,8 @@ class ClaudeAgent:
             await client.query(text, session_id=session_id)
             result = await turn
             self._turn = None
-        params = usage_params(result)
-        await self._notify("_baton/usage", {"sessionId": session_id, **params})
+        params = usage_params(result, session_id=session_id)
+        await self._notify("_baton/usage", params)
         stop_reason = stop_reason_for(result, cancel_requested=self._cancel_requested)
         if params.get("is_error") and stop_reason != "cancelled":
             code = "budget_exhausted" if result.get("subtype") == "error_max_budget_usd" else "agent_error"
@@ -182,7 +184,10 @@ class ClaudeAgent:
         # The host's Gatekeeper holds the policy; Claude itself stays in `default` and asks the hook.
         await self._notify(
             "session/update",
-            {"sessionId": session_id, "update": {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}},
+            {
+                "sessionId": session_id,
+                "update": {"sessionUpdate": "current_mode_update", "currentModeId": mode_id},
+            },
         )
         return SetSessionModeResponse()
 
@@ -222,7 +227,9 @@ class ClaudeAgent:
         if self._turn is not None and not self._turn.done():
             self._turn.set_exception(_exited("Claude Code exited during the turn"))
 
-    async def _pre_tool_use(self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext) -> HookJSONOutput:
+    async def _pre_tool_use(
+        self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext
+    ) -> HookJSONOutput:
         data: dict[str, Any] = dict(hook_input)
         tool_name = str(data.get("tool_name", ""))
         tool_input = data.get("tool_input") or {}
@@ -244,7 +251,9 @@ class ClaudeAgent:
         assert self._converter is not None and self._session_id is not None
         synthetic = {
             "type": "assistant",
-            "message": {"content": [{"type": "tool_use", "id": call_id, "name": tool_name, "input": tool_input}]},
+            "message": {
+                "content": [{"type": "tool_use", "id": call_id, "name": tool_name, "input": tool_input}]
+            },
         }
         updates = self._converter.convert(synthetic)
         await self._send_updates(updates)
@@ -260,7 +269,9 @@ class ClaudeAgent:
                 "rawInput": tool_input,
             },
             "options": _PERMISSION_OPTIONS,
-            "_meta": {"baton": {"tool_name": tool_name, "input": tool_input, "tool_use_id": call_id, "kind": kind}},
+            "_meta": {
+                "baton": {"tool_name": tool_name, "input": tool_input, "tool_use_id": call_id, "kind": kind}
+            },
         }
         try:
             response = await self._conn._conn.send_request("session/request_permission", params)
@@ -274,7 +285,9 @@ class ClaudeAgent:
                 text = json.loads(line[len(MALFORMED_PREFIX) :])
             except ValueError:
                 text = line[len(MALFORMED_PREFIX) :]
-            self._console.put_nowait(("_baton/malformed_line", {"line": str(text)[:65536], "stream": "stdout"}))
+            self._console.put_nowait(
+                ("_baton/malformed_line", {"line": str(text)[:65536], "stream": "stdout"})
+            )
             return
         self._console.put_nowait(("_baton/console", {"level": "stderr", "message": line[:_CONSOLE_LIMIT]}))
 

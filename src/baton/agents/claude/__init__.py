@@ -1,0 +1,1 @@
+"""Claude Code as an in-process ACP agent, over claude-agent-sdk."""

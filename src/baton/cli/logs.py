@@ -1,0 +1,48 @@
+"""``baton logs RUN``: a run's log entries (``--view acp``) or runner events (``--view events``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.config import Settings
+from baton.errors import BatonError, UsageError
+from baton.events.project import project
+from baton.runs import Baton
+
+__all__ = ["logs_command"]
+
+
+@app.command("logs")
+def logs_command(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    view: Annotated[
+        str, typer.Option("--view", help="acp (log entries) or events (runner events).")
+    ] = "events",
+    after: Annotated[int, typer.Option("--after", help="Only entries or events with a larger seq.")] = 0,
+    json_output: Annotated[bool, typer.Option("--json", help="JSON lines (the default output).")] = True,
+) -> None:
+    """Print a run's log entries or runner events as JSON lines."""
+    try:
+        if view not in ("acp", "events"):
+            raise UsageError("invalid_argument", f"--view must be acp or events, not {view!r}")
+        records = asyncio.run(_read(run_id, view, after))
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    for record in records:
+        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+async def _read(run_id: str, view: str, after: int) -> list[Any]:
+    async with Baton(Settings.load()) as baton:
+        await baton.store.get_run(run_id)
+        if view == "acp":
+            return list(await baton.log.read(run_id, after=after))
+        entries = await baton.log.read(run_id)
+        return [event for event in project(entries) if event["seq"] > after]
