@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import baton_process_ids, make_git_repo
 
 from baton.agents.claude.environment import bundled_claude_binary
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.runs import Baton, RunOutcome, RunSpec
 from baton.testing import ScriptedModelServer
-from tests.conftest import baton_process_ids, make_git_repo
 
 pytestmark = pytest.mark.claude
 
@@ -103,9 +103,7 @@ async def test_write_and_run_logs_every_message_and_every_decision(settings: Set
 
 async def test_two_tool_calls_in_one_turn_are_each_decided(settings: Settings, repo: Path) -> None:
     with scripted(settings, "two-tools") as (configured, _):
-        outcome, entries = await run_to_end(
-            configured, RunSpec(prompt="go", repo=repo, permission_mode="acceptEdits")
-        )
+        outcome, entries = await run_to_end(configured, RunSpec(prompt="go", repo=repo, permission_mode="acceptEdits"))
     assert outcome.status == "finished"
     assert (repo / "a.txt").exists() and (repo / "b.txt").exists()
     assert_log_whole(entries)
@@ -158,14 +156,10 @@ async def test_canary_secret_never_reaches_the_agent_and_the_key_is_redacted(
     assert canary not in json.dumps([request.body for request in server.requests])
 
 
-async def test_cancel_mid_command_ends_the_turn_cancelled_and_leaves_no_process(
-    settings: Settings, repo: Path
-) -> None:
+async def test_cancel_mid_command_ends_the_turn_cancelled_and_leaves_no_process(settings: Settings, repo: Path) -> None:
     with scripted(settings, "long-command") as (configured, _):
         async with Baton(configured) as baton:
-            handle = await baton.start(
-                RunSpec(prompt="go", repo=repo, allow=("Bash(sleep:*)", "Bash(echo:*)"))
-            )
+            handle = await baton.start(RunSpec(prompt="go", repo=repo, allow=("Bash(sleep:*)", "Bash(echo:*)")))
             await _until_command_runs(baton.entries(handle.run_id))
             handle.cancel()
             outcome = await asyncio.wait_for(handle.wait(), 30)
@@ -199,17 +193,13 @@ async def test_garbage_and_truncated_lines_from_the_agent_are_logged(
         outcome, entries = await run_to_end(configured, RunSpec(prompt="go", repo=repo))
     assert outcome.status == "finished"
     assert_log_whole(entries)
-    malformed = [
-        entry["payload"]["params"]["line"] for entry in entries if entry["method"] == "_baton/malformed_line"
-    ]
+    malformed = [entry["payload"]["params"]["line"] for entry in entries if entry["method"] == "_baton/malformed_line"]
     assert malformed == ["this line is not JSON", '{"type": "assistant", "mess']
 
 
 async def test_api_error_after_one_tool_call_fails_the_run(settings: Settings, repo: Path) -> None:
     with scripted(settings, "api-error") as (configured, _):
-        outcome, entries = await run_to_end(
-            configured, RunSpec(prompt="go", repo=repo, allow=("Bash(echo:*)",))
-        )
+        outcome, entries = await run_to_end(configured, RunSpec(prompt="go", repo=repo, allow=("Bash(echo:*)",)))
     assert outcome.status == "failed" and outcome.code == "agent_error"
     assert_log_whole(entries)
     final = entries[-1]["payload"]["params"]

@@ -7,6 +7,7 @@ process group is not enough: the run's processes are found by that variable in `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -40,10 +41,8 @@ def run_process_ids(run_id: str, *, exclude: frozenset[int] = frozenset()) -> li
 
 
 def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def kill_run_processes(run_id: str, *, exclude: frozenset[int] = frozenset(), wait: float = 2.0) -> int:
@@ -57,10 +56,8 @@ def kill_run_processes(run_id: str, *, exclude: frozenset[int] = frozenset(), wa
             continue
         if pgid != os.getpgid(0):
             kill_process_group(pgid)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + wait
     while pids and time.monotonic() < deadline:
         if not run_process_ids(run_id, exclude=exclude):

@@ -38,9 +38,7 @@ class LiveView:
         if data.get("malformed"):
             self.console.print(f"[yellow]⚠ malformed line from the agent:[/] {escape(str(data.get('text')))}")
         elif data.get("denied"):
-            self.console.print(
-                f"[red]✗ denied[/] {escape(str(data.get('tool')))}: {escape(str(data.get('text')))}"
-            )
+            self.console.print(f"[red]✗ denied[/] {escape(str(data.get('tool')))}: {escape(str(data.get('text')))}")
         elif data.get("role") == "agent":
             self.console.print(f"[cyan]●[/] {escape(str(data.get('text', '')))}")
         else:
@@ -109,9 +107,9 @@ def _diff_of(raw: dict[str, Any]) -> str:
     if isinstance(output, dict) and isinstance(output.get("structuredPatch"), list):
         for hunk in output["structuredPatch"]:
             if isinstance(hunk, dict):
-                lines.append(
-                    f"@@ -{hunk.get('oldStart')},{hunk.get('oldLines')} +{hunk.get('newStart')},{hunk.get('newLines')} @@"
-                )
+                old = f"-{hunk.get('oldStart')},{hunk.get('oldLines')}"
+                new = f"+{hunk.get('newStart')},{hunk.get('newLines')}"
+                lines.append(f"@@ {old} {new} @@")
                 lines += [str(line) for line in hunk.get("lines") or []]
         if lines:
             return "\n".join(lines)

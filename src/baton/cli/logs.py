@@ -22,9 +22,7 @@ __all__ = ["logs_command"]
 @app.command("logs")
 def logs_command(
     run_id: Annotated[str, typer.Argument(help="The run's id.")],
-    view: Annotated[
-        str, typer.Option("--view", help="acp (log entries) or events (runner events).")
-    ] = "events",
+    view: Annotated[str, typer.Option("--view", help="acp (log entries) or events (runner events).")] = "events",
     after: Annotated[int, typer.Option("--after", help="Only entries or events with a larger seq.")] = 0,
     json_output: Annotated[bool, typer.Option("--json", help="JSON lines (the default output).")] = True,
 ) -> None:

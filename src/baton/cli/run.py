@@ -34,15 +34,9 @@ def run_command(
     mode: Annotated[
         str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
     ] = "default",
-    allow: Annotated[
-        list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")
-    ] = None,
-    deny: Annotated[
-        list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")
-    ] = None,
-    budget_usd: Annotated[
-        float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")
-    ] = None,
+    allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
+    deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")] = None,
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -75,10 +76,8 @@ class Baton:
         for handle in self._runs.values():
             handle._task.cancel()
         for handle in self._runs.values():
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await handle._task
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._log is not None:
             await self._log.aclose()
         if self._store is not None:
@@ -112,9 +111,7 @@ class Baton:
                 "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
                 "or pass --scenario NAME to use baton's scripted model",
             )
-        policy = Policy.build(
-            spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve()
-        )
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         gatekeeper = Gatekeeper(policy, repo.resolve())
         binary = self.settings.claude_binary or bundled_claude_binary()
         self.redactor.add(api_key)
