@@ -21,9 +21,7 @@ def tool_use(tool_id: str, name: str, **tool_input: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
 
 
-def tool_result(
-    tool_id: str, content: Any, *, is_error: Any = None, tool_use_result: Any = None
-) -> dict[str, Any]:
+def tool_result(tool_id: str, content: Any, *, is_error: Any = None, tool_use_result: Any = None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
     if is_error is not None:
         block["is_error"] = is_error
@@ -33,9 +31,7 @@ def tool_result(
     return msg
 
 
-def delta(
-    text: str, *, index: int = 0, kind: str = "text_delta", message_id: str = "msg_1"
-) -> dict[str, Any]:
+def delta(text: str, *, index: int = 0, kind: str = "text_delta", message_id: str = "msg_1") -> dict[str, Any]:
     key = "text" if kind == "text_delta" else "thinking"
     event = {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: text}}
     return {"type": "stream_event", "event": event, "api_message_id": message_id}
@@ -118,12 +114,8 @@ def test_bash_carries_its_command() -> None:
 def test_diffs_for_write_edit_multiedit() -> None:
     converter = ClaudeConverter(CWD)
     write = one(converter, assistant(tool_use("w", "Write", file_path="new.txt", content="hi\n")))
-    assert write["content"] == [
-        {"type": "diff", "path": f"{CWD}/new.txt", "oldText": None, "newText": "hi\n"}
-    ]
-    edit = one(
-        converter, assistant(tool_use("e", "Edit", file_path=f"{CWD}/c.js", old_string="a", new_string="b"))
-    )
+    assert write["content"] == [{"type": "diff", "path": f"{CWD}/new.txt", "oldText": None, "newText": "hi\n"}]
+    edit = one(converter, assistant(tool_use("e", "Edit", file_path=f"{CWD}/c.js", old_string="a", new_string="b")))
     assert edit["content"] == [{"type": "diff", "path": f"{CWD}/c.js", "oldText": "a", "newText": "b"}]
     edits = [{"old_string": "1", "new_string": "2"}, {"old_string": "3", "new_string": "4"}]
     multi = one(converter, assistant(tool_use("m", "MultiEdit", file_path=f"{CWD}/c.js", edits=edits)))
@@ -134,9 +126,7 @@ def test_results_match_their_calls_in_any_order() -> None:
     converter = ClaudeConverter(CWD)
     converter.convert(assistant(tool_use("a", "Bash", command="sleep 1")))
     converter.convert(assistant(tool_use("b", "Read", file_path="x")))
-    first = one(
-        converter, tool_result("b", [{"type": "text", "text": "line 1"}, {"type": "text", "text": "line 2"}])
-    )
+    first = one(converter, tool_result("b", [{"type": "text", "text": "line 1"}, {"type": "text", "text": "line 2"}]))
     second = one(
         converter,
         tool_result("a", "done", is_error=False, tool_use_result={"stdout": "done", "interrupted": False}),
@@ -247,8 +237,7 @@ def test_partial_message_cut_short_emits_the_rest() -> None:
     msg_thinking = assistant({"type": "thinking", "thinking": "think"}, message_id="m")
     assert converter.convert(msg_thinking) == []
     assert (
-        one(converter, assistant({"type": "text", "text": "Hello, world"}, message_id="m"))["content"]["text"]
-        == "rld"
+        one(converter, assistant({"type": "text", "text": "Hello, world"}, message_id="m"))["content"]["text"] == "rld"
     )
 
 

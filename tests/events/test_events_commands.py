@@ -41,15 +41,11 @@ from baton.events.commands import command_string, exit_code_from_text, find_test
     ],
 )
 def test_find_test_runners(command: str, runners: list[str]) -> None:
-    assert find_test_runners(command) == runners
+    assert find_test_runners(command) == tuple(runners)
 
 
-def verdict(
-    command: str, output: str, *, is_error: bool = False, exit_code: int | None = 0
-) -> tuple[bool, str | None]:
-    passed, framework = judge_test_run(
-        find_test_runners(command), output, is_error=is_error, exit_code=exit_code
-    )
+def verdict(command: str, output: str, *, is_error: bool = False, exit_code: int | None = 0) -> tuple[bool, str | None]:
+    passed, framework = judge_test_run(find_test_runners(command), output, is_error=is_error, exit_code=exit_code)
     return passed, framework
 
 
@@ -88,9 +84,7 @@ GO_PASS = "=== RUN   TestFAIL_fast\n--- PASS: TestFAIL_fast (0.00s)\nPASS\nok  \
         ("npm test", "all good", (True, None)),
     ],
 )
-def test_judge_test_run_reads_the_output(
-    command: str, output: str, expected: tuple[bool, str | None]
-) -> None:
+def test_judge_test_run_reads_the_output(command: str, output: str, expected: tuple[bool, str | None]) -> None:
     assert verdict(command, output) == expected
 
 

@@ -72,9 +72,7 @@ def test_task_started_waits_for_the_agent_session() -> None:
 
 def test_messages_from_agent_user_and_prompt() -> None:
     log = started()
-    log.request(
-        "to_agent", "session/prompt", 7, {"sessionId": "sess", "prompt": [{"type": "text", "text": "go"}]}
-    )
+    log.request("to_agent", "session/prompt", 7, {"sessionId": "sess", "prompt": [{"type": "text", "text": "go"}]})
     update(log, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ok"}})
     update(log, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "more"}})
     update(log, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
@@ -144,9 +142,7 @@ def test_file_change_kinds() -> None:
     }
     call(log, "g", "edit", content=[declared])
     # a Write over an existing file: the completion knows the old text the proposal did not
-    call(
-        log, "o", "edit", content=[{"type": "diff", "path": f"{CWD}/o.txt", "oldText": None, "newText": "n"}]
-    )
+    call(log, "o", "edit", content=[{"type": "diff", "path": f"{CWD}/o.txt", "oldText": None, "newText": "n"}])
     update(
         log,
         {
@@ -291,9 +287,7 @@ def test_output_is_truncated_at_64_kib() -> None:
     assert cut and len(shown.encode()) <= OUTPUT_LIMIT
 
 
-def permission(
-    log: EntryLog, request_id: int, call_id: str, result: dict[str, Any], tool: str | None = "Bash"
-) -> None:
+def permission(log: EntryLog, request_id: int, call_id: str, result: dict[str, Any], tool: str | None = "Bash") -> None:
     params: dict[str, Any] = {
         "sessionId": "sess",
         "toolCall": {"toolCallId": call_id, "title": "`rm -rf x`", "kind": "execute", "status": "pending"},
@@ -312,15 +306,11 @@ def test_denied_call_gives_a_message_and_a_denied_finish() -> None:
     log = started()
     bash(log, "c", "rm -rf x")
     deny = {"decision": "deny", "reason": "rule:Bash(rm:*)"}
-    permission(
-        log, 0, "c", {"outcome": {"outcome": "selected", "optionId": "abort"}, "_meta": {"baton": deny}}
-    )
+    permission(log, 0, "c", {"outcome": {"outcome": "selected", "optionId": "abort"}, "_meta": {"baton": deny}})
     done(log, "c", "denied by baton", failed=True)
     types = [event["type"] for event in events(log)]
     assert types == ["task.started", "command.started", "message", "command.finished"]
-    assert of_type(log, "message") == [
-        {"role": "user", "text": "rule:Bash(rm:*)", "denied": True, "tool": "Bash"}
-    ]
+    assert of_type(log, "message") == [{"role": "user", "text": "rule:Bash(rm:*)", "denied": True, "tool": "Bash"}]
     assert of_type(log, "command.finished")[0]["denied"] is True
 
 
@@ -408,9 +398,7 @@ def test_feed_is_incremental_and_deterministic() -> None:
     log = started()
     bash(log, "c", "pytest -q")
     done(log, "c", "1 failed, 2 passed in 0.1s", exit_code=0)
-    log.baton(
-        "status", {"status": "finished", "reason": "end_turn", "stop_reason": "end_turn", "result": "ok"}
-    )
+    log.baton("status", {"status": "finished", "reason": "end_turn", "stop_reason": "end_turn", "result": "ok"})
     projector = Projector("r1")
     one_by_one = [event for entry in log.entries for event in projector.feed(entry)]
     assert one_by_one == project(log.entries)

@@ -53,17 +53,13 @@ class EntryLog:
         return entry
 
     def baton(self, name: str, params: dict[str, Any]) -> LogEntry:
-        return self.add(
-            "baton", f"_baton/{name}", {"jsonrpc": "2.0", "method": f"_baton/{name}", "params": params}
-        )
+        return self.add("baton", f"_baton/{name}", {"jsonrpc": "2.0", "method": f"_baton/{name}", "params": params})
 
     def notify(self, method: str, params: dict[str, Any], direction: Direction = "from_agent") -> LogEntry:
         return self.add(direction, method, {"jsonrpc": "2.0", "method": method, "params": params})
 
     def request(self, direction: Direction, method: str, request_id: Any, params: dict[str, Any]) -> LogEntry:
-        return self.add(
-            direction, method, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        )
+        return self.add(direction, method, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
 
     def respond(
         self, direction: Direction, method: str, request_id: Any, result: Any = None, error: Any = None

@@ -28,9 +28,7 @@ def _update(log: EntryLog, update: dict[str, Any]) -> None:
     log.notify("session/update", {"sessionId": SESSION, "update": update})
 
 
-def _call(
-    log: EntryLog, call_id: str, kind: str, title: str, raw_input: dict[str, Any], **extra: Any
-) -> None:
+def _call(log: EntryLog, call_id: str, kind: str, title: str, raw_input: dict[str, Any], **extra: Any) -> None:
     update = {
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
@@ -59,9 +57,7 @@ def task_started() -> EntryLog:
 
 def message() -> EntryLog:
     log = _started()
-    log.request(
-        "to_agent", "session/prompt", 2, {"sessionId": SESSION, "prompt": [{"type": "text", "text": "hi"}]}
-    )
+    log.request("to_agent", "session/prompt", 2, {"sessionId": SESSION, "prompt": [{"type": "text", "text": "hi"}]})
     _update(log, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello"}})
     log.add(
         "from_agent",
@@ -99,9 +95,7 @@ def file_changed() -> EntryLog:
         locations=[{"path": new}],
         content=[diff_new],
     )
-    _call(
-        log, "t2", "edit", "Edit calc.js", {"file_path": old}, locations=[{"path": old}], content=[diff_old]
-    )
+    _call(log, "t2", "edit", "Edit calc.js", {"file_path": old}, locations=[{"path": old}], content=[diff_old])
     _done(log, "t1", "File created")
     _done(log, "t2", "File edited")
     return log
@@ -201,9 +195,7 @@ def task_finished() -> EntryLog:
             "result": "done",
         },
     )
-    log.baton(
-        "turn_complete", {"stop_reason": "end_turn", "usage": None, "total_cost_usd": None, "duration_ms": 1}
-    )
+    log.baton("turn_complete", {"stop_reason": "end_turn", "usage": None, "total_cost_usd": None, "duration_ms": 1})
     return log
 
 

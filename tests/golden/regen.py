@@ -30,9 +30,7 @@ def expected_files() -> dict[Path, str]:
         files[GOLDEN / f"{name}.events.json"] = dumps(project(entries))
     for event_type, build in MINIMAL.items():
         entries = build().entries
-        files[GOLDEN / "events" / f"{event_type}.json"] = dumps(
-            {"entries": entries, "events": project(entries)}
-        )
+        files[GOLDEN / "events" / f"{event_type}.json"] = dumps({"entries": entries, "events": project(entries)})
     return files
 
 

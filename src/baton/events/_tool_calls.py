@@ -130,10 +130,11 @@ class ToolCalls:
                 command = baton.get("command")
                 if command and call.command is None:
                     call.command = command_string(command)
-            claude = meta.get("claudeCode")  # claude-agent-acp names its tools here
-            if call.tool is None and isinstance(claude, dict) and isinstance(claude.get("toolName"), str):
-                call.tool = claude["toolName"]
-        if call.command is None and call.raw_input is not None:
+            if call.tool is None:
+                claude = meta.get("claudeCode")  # claude-agent-acp names its tools here
+                if isinstance(claude, dict) and isinstance(claude.get("toolName"), str):
+                    call.tool = claude["toolName"]
+        if call.command is None and call.raw_input is not None and call.kind == "execute":
             command = call.raw_input.get("command") or call.raw_input.get("cmd")
             if isinstance(command, str | list) and command:
                 call.command = command_string(command)
@@ -155,9 +156,7 @@ class ToolCalls:
     def _started(self, call: _Call, call_id: str) -> dict[str, Any]:
         return {"command": self._command(call), "tool": self._tool(call), "tool_call_id": call_id}
 
-    def _finish(
-        self, call: _Call, call_id: str, update: dict[str, Any], completed: bool, out: Produced
-    ) -> None:
+    def _finish(self, call: _Call, call_id: str, update: dict[str, Any], completed: bool, out: Produced) -> None:
         kind = call.kind
         if kind == "execute":
             self._command_finished(call, call_id, update, out)
@@ -198,7 +197,7 @@ class ToolCalls:
         data["output"] = shown
         data["output_truncated"] = truncated
         out.append(("command.finished", data))
-        runners = find_test_runners(command) if not call.denied else []
+        runners = find_test_runners(command) if not call.denied else ()
         if runners:
             verdict = judge_test_run(runners, output, is_error=is_error, exit_code=exit_code)
             result: dict[str, Any] = {"command": command, "tool_call_id": call_id, "passed": verdict.passed}

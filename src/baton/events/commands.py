@@ -14,6 +14,7 @@ line, so a passing test *named* ``FAIL_fast`` or ``test_fail_on_error`` is not a
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import shlex
@@ -95,14 +96,15 @@ def exit_code_from_text(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_test_runners(command: str) -> list[str]:
+@functools.lru_cache(maxsize=512)
+def find_test_runners(command: str) -> tuple[str, ...]:
     """The test runners a command invokes, in order (empty when it runs no tests)."""
     found: list[str] = []
     for part in _SEPARATORS.split(command):
         runner = _runner(part)
         if runner is not None and runner not in found:
             found.append(runner)
-    return found
+    return tuple(found)
 
 
 def judge_test_run(runners: Sequence[str], output: str, *, is_error: bool, exit_code: int | None) -> Verdict:

@@ -83,7 +83,6 @@ class Projector:
         self._tools = ToolCalls(_normal(cwd))
         self._permissions: dict[Any, tuple[Any, Any, Any, dict[str, str]]] = {}
         self._handlers: dict[str, _Handler] = {
-            "session/update": self._session_update,
             "session/prompt": self._prompt,
             "session/request_permission": self._permission,
             "_baton/malformed_line": self._malformed,
@@ -102,17 +101,17 @@ class Projector:
     def feed(self, entry: LogEntry) -> list[RunnerEvent]:
         if self.ended:
             return []
-        method = entry["method"]
-        handler = self._handlers.get(method) if method is not None else None
-        if handler is None:
-            return []
         payload = entry["payload"]
         params = payload.get("params")
-        if isinstance(params, dict):
-            meta = params.get("_meta")
-            if meta and _replayed(meta):
-                return []
-        produced = handler(payload, entry["direction"])
+        if params and type(params) is dict and params.get("_meta") and _replayed(params["_meta"]):
+            return []
+        method = entry["method"]
+        if method == "session/update":  # most entries: keep this path short
+            update = params.get("update") if type(params) is dict else None
+            produced = self._session_update(update) if type(update) is dict else None
+        else:
+            handler = self._handlers.get(method) if method is not None else None
+            produced = handler(payload, entry["direction"]) if handler is not None else None
         if not produced:
             return []
         events: list[RunnerEvent] = []
@@ -137,25 +136,22 @@ class Projector:
 
     # -- the ACP conversation ----------------------------------------------------------------
 
-    def _session_update(self, payload: dict[str, Any], direction: str) -> Produced:
-        params = payload.get("params")
-        update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict):
-            return []
+    def _session_update(self, update: dict[str, Any]) -> Produced | None:
         meta = update.get("_meta")
-        if meta and _replayed(meta):
-            return []
+        if meta and type(meta) is dict:
+            baton = meta.get("baton")
+            if baton and type(baton) is dict and baton.get("replay") is True:
+                return None
         kind = update.get("sessionUpdate")
-        role = _CHUNK_ROLES.get(kind)  # type: ignore[arg-type]
-        if role is not None:
+        if kind == "agent_message_chunk" or kind == "user_message_chunk":
             content = update.get("content")
-            text = content.get("text") if isinstance(content, dict) else None
-            if isinstance(text, str) and text:
-                return [("message", {"role": role, "text": text})]
-            return []
+            text = content.get("text") if type(content) is dict else None
+            if text and type(text) is str:
+                return [("message", {"role": _CHUNK_ROLES[kind], "text": text})]
+            return None
         if kind == "tool_call" or kind == "tool_call_update":
             return self._tools.on_update(update)
-        return []
+        return None
 
     def _prompt(self, payload: dict[str, Any], direction: str) -> Produced:
         params = payload.get("params")
@@ -175,9 +171,7 @@ class Projector:
             baton = _baton_meta(params)
             tool = baton.get("tool_name")
             options = {
-                str(o.get("optionId")): str(o.get("kind"))
-                for o in params.get("options") or ()
-                if isinstance(o, dict)
+                str(o.get("optionId")): str(o.get("kind")) for o in params.get("options") or () if isinstance(o, dict)
             }
             title = tool_call.get("title")
             self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options)
@@ -208,9 +202,7 @@ class Projector:
     def _malformed(self, payload: dict[str, Any], direction: str) -> Produced:
         params = payload.get("params")
         line = params.get("line") if isinstance(params, dict) else None
-        return [
-            ("message", {"role": "agent", "text": line if isinstance(line, str) else "", "malformed": True})
-        ]
+        return [("message", {"role": "agent", "text": line if isinstance(line, str) else "", "malformed": True})]
 
     # -- baton's run-level notifications ----------------------------------------------------
 

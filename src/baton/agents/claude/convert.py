@@ -210,9 +210,7 @@ class ClaudeConverter:
                     updates.append(_chunk("user_message_chunk", text, msg))
         return updates
 
-    def _tool_result(
-        self, block: dict[str, Any], msg: dict[str, Any], tool_use_result: Any
-    ) -> dict[str, Any] | None:
+    def _tool_result(self, block: dict[str, Any], msg: dict[str, Any], tool_use_result: Any) -> dict[str, Any] | None:
         tool_id = block.get("tool_use_id")
         name = self._tools.pop(tool_id, None) if isinstance(tool_id, str) else None
         if name == "TodoWrite":

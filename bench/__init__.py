@@ -1,0 +1,50 @@
+"""baton's benchmarks: ``make bench`` (``python -m bench [--only NAME]``).
+
+Each benchmark module exposes ``run() -> dict[str, Metric]`` timing the entry point production
+uses; :mod:`bench.__main__` runs them, prints a table beside the reference figures and writes
+``bench/results.json``. Timed tests never gate merges; these numbers are read by people.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Literal, TypedDict
+
+__all__ = ["MODULES", "Metric", "median_seconds"]
+
+# Benchmark modules, by the name ``--only`` accepts (a metric name works too).
+MODULES: dict[str, str] = {
+    "convert": "bench.convert",
+}
+
+
+class Metric(TypedDict):
+    value: float
+    unit: str
+    target: float
+    better: Literal["higher", "lower"]
+    reference: float | None
+
+
+def median_seconds(
+    work: Callable[[], object],
+    *,
+    runs: int = 5,
+    warmup: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Median time of ``runs`` calls of ``work`` after ``warmup`` untimed calls.
+
+    ``clock=time.process_time`` measures CPU time: for single-threaded CPU-bound work on a
+    shared, noisy machine it is the figure "on one core" without the neighbours' noise.
+    """
+    for _ in range(warmup):
+        work()
+    times = []
+    for _ in range(runs):
+        start = clock()
+        work()
+        times.append(clock() - start)
+    return statistics.median(times)
