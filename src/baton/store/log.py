@@ -1,0 +1,278 @@
+"""The session log: every message of a run, numbered, redacted, committed in groups.
+
+``append`` is synchronous: it redacts the payload, assigns the run's next ``seq`` (1, 2, 3 …
+with no gaps), stamps ``ts`` and queues the entry; it never waits for the disk. One writer
+thread commits queued entries in groups (at most one commit per ``commit_interval``, at
+most ``max_batch`` rows each). Subscribers, ``read`` and ``wait_committed`` see an entry only
+once it is committed, so the crash window is the entries of the last few milliseconds,
+which nobody has seen.
+
+Backpressure: ``append`` never drops or refuses an entry. Once more than ``max_pending``
+entries wait for the disk, ``await log.drain()`` (cheap when there is no backlog) blocks the
+producer until half of them are committed; producers that can await call it after appending.
+
+A failed write (after a few retries of a busy or locked database) is never swallowed: the
+writer stops, and ``append``, ``flush``, ``wait_committed``, subscribers and ``aclose``
+raise :class:`LogWriteError`. Entries appended since the last commit are then not durable.
+
+All methods must be called from the event loop the log was entered in. Entries handed to
+subscribers are shared between them: do not mutate them, nor a payload after appending it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from baton.events.entry import Direction, LogEntry, utc_timestamp
+from baton.store._runlog import RunLog, Subscriber, Waiters
+from baton.store._writer import LogWriter, Queued, read_entries, run_position
+from baton.store.redact import Redactor
+from baton.store.store import Store
+
+__all__ = ["LogWriteError", "SessionLog"]
+
+_PAGE: Final = 1000
+
+
+class LogWriteError(RuntimeError):
+    """The session log could not be committed; entries since the last commit are not durable."""
+
+
+class SessionLog:
+    """The runs' logs of one process; an async context manager (``aclose`` flushes)."""
+
+    def __init__(
+        self,
+        store: Store,
+        redactor: Redactor,
+        *,
+        commit_interval: float = 0.005,
+        max_batch: int = 5000,
+        max_pending: int = 100_000,
+    ) -> None:
+        if commit_interval < 0 or max_batch < 1 or max_pending < 1:
+            raise ValueError("commit_interval must be >= 0, max_batch and max_pending >= 1")
+        self._store = store
+        self._redactor = redactor
+        self._commit_interval = commit_interval
+        self._max_batch = max_batch
+        self._max_pending = max_pending
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._queue: deque[Queued] = deque()
+        self._runs: dict[str, RunLog] = {}
+        self._queued_total = 0
+        self._committed_total = 0
+        self._totals = Waiters()
+        self._failure: BaseException | None = None
+        self._writer: LogWriter | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> SessionLog:
+        if self._state != "new":
+            raise RuntimeError("a SessionLog cannot be reopened")
+        self._loop = asyncio.get_running_loop()
+        self._writer = LogWriter(
+            self._store.engine,
+            self._queue,
+            commit_interval=self._commit_interval,
+            max_batch=self._max_batch,
+            on_commit=self._from_writer_commit,
+            on_failure=self._from_writer_failure,
+        )
+        self._writer.start()
+        self._state = "open"
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Commit everything queued, stop the writer and end every subscriber."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        if self._writer is not None:
+            self._writer.stop()
+            await asyncio.to_thread(self._writer.join)
+        # The writer's last callbacks were queued on the loop before the join returned.
+        await asyncio.sleep(0)
+        for run in self._runs.values():
+            run.closed = True
+            run.wake_subscribers()
+        self._raise_failure()
+
+    def open_run(self, run_id: str) -> None:
+        """Start (or continue) ``run_id``'s log after its last committed seq."""
+        self._require_open()
+        run = self._runs.get(run_id)
+        if run is not None and not run.closed:
+            return
+        run_key, last = run_position(self._store.engine, run_id)  # one indexed read
+        if run is None:
+            self._runs[run_id] = RunLog(run_id, run_key, next_seq=last + 1, committed=last)
+        else:
+            run.closed = False
+            run.next_seq = max(run.next_seq, last + 1)
+
+    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int:
+        """Redact, number and queue one entry; returns its seq."""
+        self._raise_failure()
+        self._require_open()
+        run = self._runs.get(run_id)
+        if run is None or run.closed:
+            raise RuntimeError(f"run {run_id} is not open in this session log")
+        text, redacted = self._redactor.redact_json(payload)
+        seq = run.next_seq
+        run.next_seq = seq + 1
+        ts = utc_timestamp()
+        entry = LogEntry(run_id=run_id, seq=seq, ts=ts, direction=direction, method=method, payload=redacted)
+        self._queue.append(((run.run_key, seq, ts, direction, method, text), entry))
+        self._queued_total += 1
+        assert self._writer is not None
+        if not self._writer.wake.is_set():
+            self._writer.wake.set()
+        return seq
+
+    def close_run(self, run_id: str) -> None:
+        """No more appends to ``run_id``; its subscribers end after its last entry."""
+        run = self._runs.get(run_id)
+        if run is not None and not run.closed:
+            run.closed = True
+            run.wake_subscribers()
+
+    async def wait_committed(self, run_id: str, seq: int) -> None:
+        """Return once entry ``seq`` of ``run_id`` is committed."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RuntimeError(f"run {run_id} is not open in this session log")
+        if seq <= run.committed:
+            return
+        self._raise_failure()
+        if seq >= run.next_seq:
+            raise ValueError(f"entry {seq} of {run_id} was never appended")
+        await run.waiters.wait(seq)
+
+    async def flush(self) -> None:
+        """Return once everything appended so far is committed."""
+        self._raise_failure()
+        if self._committed_total < self._queued_total:
+            await self._totals.wait(self._queued_total)
+
+    async def drain(self) -> None:
+        """Wait, when more than ``max_pending`` entries are queued, until half are committed."""
+        self._raise_failure()
+        if self._queued_total - self._committed_total > self._max_pending:
+            await self._totals.wait(self._queued_total - self._max_pending // 2)
+
+    async def read(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]:
+        """Committed entries with ``after < seq <= until``."""
+        run_key = await self._run_key(run_id)
+        return await asyncio.to_thread(read_entries, self._store.engine, run_id, run_key, after, until)
+
+    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[LogEntry]:
+        """Committed entries with ``seq > after``: the stored ones, then live ones as they commit.
+
+        Ends once the run's log is closed and its last entry delivered. A run this log does
+        not hold (never opened here) is replayed from the store and the iterator ends.
+        """
+        run = self._runs.get(run_id)
+        cursor = after
+        if run is None:
+            run_key = await self._run_key(run_id)
+            while page := await self._page(run_id, run_key, cursor):
+                for entry in page:
+                    yield entry
+                cursor = page[-1]["seq"]
+            return
+        subscriber = Subscriber()
+        run.subscribers.add(subscriber)  # before reading the store: no commit falls in between
+        try:
+            replay = True
+            while True:
+                self._raise_failure()
+                if replay or subscriber.overflowed:
+                    subscriber.overflowed = False
+                    replay = False
+                    while page := await self._page(run_id, run.run_key, cursor):
+                        for entry in page:
+                            yield entry
+                        cursor = page[-1]["seq"]
+                while subscriber.entries and not subscriber.overflowed:
+                    entry = subscriber.entries.popleft()
+                    if entry["seq"] <= cursor:
+                        continue  # already replayed from the store
+                    if entry["seq"] > cursor + 1:
+                        replay = True
+                        break
+                    yield entry
+                    cursor = entry["seq"]
+                if replay or subscriber.overflowed or subscriber.entries:
+                    continue
+                if run.closed and cursor >= run.next_seq - 1:
+                    return
+                subscriber.wake.clear()
+                await subscriber.wake.wait()
+        finally:
+            run.subscribers.discard(subscriber)
+
+    async def _page(self, run_id: str, run_key: int, after: int) -> list[LogEntry]:
+        return await asyncio.to_thread(read_entries, self._store.engine, run_id, run_key, after, None, _PAGE)
+
+    async def _run_key(self, run_id: str) -> int:
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run.run_key
+        run_key, _last = await asyncio.to_thread(run_position, self._store.engine, run_id)
+        return run_key
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise RuntimeError(f"the session log is {self._state}, not open")
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise LogWriteError(f"the session log could not be committed: {self._failure}") from self._failure
+
+    # Called on the writer thread.
+    def _from_writer_commit(self, batch: list[Queued]) -> None:
+        self._call_on_loop(self._committed, batch)
+
+    def _from_writer_failure(self, exc: BaseException) -> None:
+        self._failure = exc
+        self._call_on_loop(self._failed)
+
+    def _call_on_loop(self, callback: Any, *args: Any) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    # Called on the event loop.
+    def _committed(self, batch: list[Queued]) -> None:
+        touched: dict[str, RunLog] = {}
+        for _row, entry in batch:
+            run = self._runs[entry["run_id"]]
+            run.committed = entry["seq"]
+            touched[run.run_id] = run
+            for subscriber in run.subscribers:
+                subscriber.push(entry)
+        self._committed_total += len(batch)
+        for run in touched.values():
+            run.waiters.advance(run.committed)
+            run.wake_subscribers()
+        self._totals.advance(self._committed_total)
+
+    def _failed(self) -> None:
+        def error() -> LogWriteError:
+            return LogWriteError(f"the session log could not be committed: {self._failure}")
+
+        self._totals.fail(error)
+        for run in self._runs.values():
+            run.waiters.fail(error)
+            run.wake_subscribers()

@@ -1,0 +1,110 @@
+"""Redaction by value: secrets never reach the log (DESIGN.md, "The log").
+
+Every credential baton hands an agent and baton's own configuration secrets are registered
+with a :class:`Redactor`; any occurrence in an entry, and any ``Bearer <token>``, becomes
+``[REDACTED]`` before the entry is queued.
+
+An entry is serialized once; the secrets are replaced in that text in the form JSON gives
+them (escaped once, and twice for JSON carried inside a string), and the text is parsed back
+only when something changed. Should a replacement ever break the JSON (a secret that looks
+like an escape sequence), the payload is redacted string by string instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from baton.errors import UsageError
+
+__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "Redactor"]
+
+REDACTED: Final = "[REDACTED]"
+MIN_SECRET_LENGTH: Final = 8
+# RFC 6750 token68 characters; at least 8 so that prose ("bearer of news") survives.
+_BEARER: Final = re.compile(r"(\b[Bb]earer|\bBEARER)( +)[A-Za-z0-9\-._~+/]{8,}=*")
+_BEARER_HINTS: Final = ("earer", "EARER")
+
+
+def _json_escaped(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)[1:-1]
+
+
+class Redactor:
+    """Replaces registered secrets and bearer tokens with ``[REDACTED]``."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._raw: list[str] = []
+        self._escaped: list[str] = []
+        for secret in secrets:
+            self.add(secret)
+
+    def __repr__(self) -> str:
+        return f"Redactor(<{len(self._raw)} secrets>)"
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def add(self, secret: str) -> None:
+        """Register a secret; values shorter than 8 characters are refused (``config_invalid``)."""
+        if not isinstance(secret, str) or len(secret) < MIN_SECRET_LENGTH:
+            # Never echo the value: it is meant to be secret.
+            raise UsageError(
+                "config_invalid",
+                f"a secret to redact must be a string of at least {MIN_SECRET_LENGTH} characters",
+            )
+        if secret in self._raw:
+            return
+        self._raw.append(secret)
+        once = _json_escaped(secret)
+        twice = _json_escaped(once)
+        self._escaped.extend(form for form in (once, twice) if form not in self._escaped)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._raw.sort(key=len, reverse=True)
+        self._escaped.sort(key=len, reverse=True)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every secret (raw or JSON-escaped) and bearer token replaced."""
+        for form in self._raw:
+            if form in text:
+                text = text.replace(form, REDACTED)
+        return self._replace_escaped(text)
+
+    def redact_json(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The redacted payload as compact JSON text (for storage) and as a dict.
+
+        When nothing was redacted the dict returned is ``payload`` itself.
+        """
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        redacted = self._replace_escaped(text)
+        if redacted is text:
+            return text, payload
+        try:
+            parsed = json.loads(redacted)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            parsed = self._redact_value(payload)
+            redacted = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+        return redacted, parsed
+
+    def _replace_escaped(self, text: str) -> str:
+        for form in self._escaped:
+            if form in text:
+                text = text.replace(form, REDACTED)
+        if any(hint in text for hint in _BEARER_HINTS):
+            replaced = _BEARER.sub(rf"\1\2{REDACTED}", text)
+            if replaced != text:
+                text = replaced
+        return text
+
+    def _redact_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {self.redact_text(str(key)): self._redact_value(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._redact_value(item) for item in value]
+        return value

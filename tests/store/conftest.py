@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from baton.store import Redactor, SessionLog, Store
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'baton.db'}"
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    async with Store.open(db_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def log(store: Store) -> AsyncIterator[SessionLog]:
+    async with SessionLog(store, Redactor(["canary-secret-1234"])) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def run_id(store: Store, log: SessionLog) -> str:
+    run = await store.create_run(agent="claude", model="sonnet")
+    log.open_run(run.id)
+    return run.id

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from baton.store import Redactor, SessionLog, Store
+from baton.store.engine import make_engine
+from baton.store.migrate import current_revision, head_revision, upgrade
+from baton.store.tables import metadata
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_blank_database_migrates_to_head(db_url: str) -> None:
+    store = Store.open(db_url)
+    try:
+        assert current_revision(store.engine) == head_revision()
+        assert {"runs", "log_entries", "alembic_version"} <= set(inspect(store.engine).get_table_names())
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+    finally:
+        store.close()
+
+
+def test_opening_twice_is_a_no_op(db_url: str) -> None:
+    Store.open(db_url).close()
+    store = Store.open(db_url)
+    store.close()
+
+
+def test_tables_module_matches_the_migrations(db_url: str) -> None:
+    store = Store.open(db_url)
+    try:
+        with store.engine.connect() as connection:
+            diff = compare_metadata(MigrationContext.configure(connection), metadata)
+        assert diff == []
+    finally:
+        store.close()
+
+
+async def test_data_written_at_0001_reads_back_at_head(db_url: str) -> None:
+    engine = make_engine(db_url)
+    upgrade(engine, "0001")
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO runs (run_key, id, agent, permission_mode, run_mode, status, created_at)"
+                " VALUES (7, 'run_old', 'claude', 'default', 'background', 'finished', '2026-11-01T00:00:00.000Z')"
+            )
+        )
+        for seq in (1, 2):
+            connection.execute(
+                text(
+                    "INSERT INTO log_entries (run_key, seq, ts, direction, method, payload)"
+                    " VALUES (7, :seq, '2026-11-01T00:00:00.000Z', 'baton', '_baton/status', :payload)"
+                ),
+                {"seq": seq, "payload": json.dumps({"jsonrpc": "2.0", "params": {"n": seq}})},
+            )
+    engine.dispose()
+
+    async with Store.open(db_url) as store, SessionLog(store, Redactor()) as log:
+        run = await store.get_run("run_old")
+        assert (run.status, run.agent, run.created_at) == ("finished", "claude", "2026-11-01T00:00:00.000Z")
+        entries = await log.read("run_old")
+        assert [(entry["seq"], entry["payload"]["params"]) for entry in entries] == [
+            (1, {"n": 1}),
+            (2, {"n": 2}),
+        ]
+        log.open_run("run_old")
+        assert log.append("run_old", "baton", "_baton/resume", {"jsonrpc": "2.0"}) == 3
