@@ -104,11 +104,6 @@ def test_the_live_view_shows_the_agent_fixing_the_test(demos: Demos) -> None:
     assert "return a - b;" not in calc
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="baton/cli/_render.py LiveView._task_finished draws the closing line as a rich rule, "
-    "which rich cuts to the console width (80 columns on a pipe): the run id ends in '…'",
-)
 def test_the_closing_line_names_the_whole_run_id(demos: Demos) -> None:
     run_id = demos.lines[0].split(" baton run ")[1].split()[0]
     assert run_id in demos.lines[-1]

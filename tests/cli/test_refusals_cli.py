@@ -77,11 +77,6 @@ def test_bad_arguments_are_usage_errors(baton_here: InvokeBaton, repo: Path) -> 
     assert "no-such-scenario" in message and "write-and-run" in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="baton/runs/api.py Baton.start checks credentials before it parses the mode and rules, "
-    "so a malformed command line is reported as a refusal (3) until credentials are set",
-)
 def test_a_bad_mode_is_a_usage_error_even_without_credentials(baton_here: InvokeBaton, repo: Path) -> None:
     refused_plainly(baton_here("run", "go", "--repo", str(repo), "--mode", "nonsense"), 2, "invalid_argument")
 
@@ -94,10 +89,5 @@ def test_logs_of_an_unknown_run_is_run_not_found(baton_here: InvokeBaton) -> Non
     assert "wire" in refused_as_json(bad_view, 2, "invalid_argument")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="baton/cli/logs.py declares --json with default True and no --no-json, so errors are "
-    "always JSON: without --json the CLI contract prints `baton: CODE: message`",
-)
 def test_logs_without_json_reports_errors_plainly(baton_here: InvokeBaton) -> None:
     assert "run_nope" in refused_plainly(baton_here("logs", "run_nope"), 1, "run_not_found")

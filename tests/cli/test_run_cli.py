@@ -272,12 +272,6 @@ def test_logs_view_acp_prints_the_whole_log_with_every_decision(runs: Runs) -> N
     assert verdicts == {"Write": ("allow", "mode:acceptEdits"), "Bash": ("allow", "rule:Bash(echo:*)")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src/baton/agents/claude/agent.py _ask_host: when the tool_call was already announced "
-    "from the stream (the usual case) the converter returns no update, so the permission "
-    "request's toolCall gets kind 'other' and the bare tool name as title",
-)
 def test_a_permission_request_describes_the_call_like_its_tool_call(runs: Runs) -> None:
     entries = runs.logged_entries.json_lines()
     announced = {
@@ -297,11 +291,6 @@ def test_a_permission_request_describes_the_call_like_its_tool_call(runs: Runs) 
         assert params["_meta"]["baton"]["kind"] == tool_call["kind"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src/baton/runs/executor.py RunExecution._finish always logs num_turns None (RunOutcome "
-    "has no num_turns), though the agent's _baton/usage carries Claude's num_turns",
-)
 def test_task_finished_carries_the_agents_num_turns(runs: Runs) -> None:
     entries = runs.logged_entries.json_lines()
     (usage,) = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/usage"]

@@ -85,17 +85,20 @@ class LiveView:
     def _turn_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         self.console.print(f"[dim]turn finished: {escape(str(data.get('stop_reason')))}[/]")
 
+    # The closing line is never cropped: the run id on it is what `baton logs` takes.
     def _task_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self.console.rule(
-            f"[bold green]finished[/] ({escape(str(data.get('stop_reason')))}) · "
+        self.console.print(
+            f"[bold green]■ finished[/] ({escape(str(data.get('stop_reason')))}) · "
             f"cost ${_money(data.get('total_cost_usd'))} · {_seconds(data.get('duration_ms'))} · "
-            f"run {escape(event['run_id'])}"
+            f"run {escape(event['run_id'])}",
+            soft_wrap=True,
         )
 
     def _task_failed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self.console.rule(
-            f"[bold red]failed[/] {escape(str(data.get('code')))}: {escape(str(data.get('message')))} · "
-            f"cost ${_money(data.get('total_cost_usd'))} · run {escape(event['run_id'])}"
+        self.console.print(
+            f"[bold red]■ failed[/] {escape(str(data.get('code')))}: {escape(str(data.get('message')))} · "
+            f"cost ${_money(data.get('total_cost_usd'))} · run {escape(event['run_id'])}",
+            soft_wrap=True,
         )
 
 
@@ -115,10 +118,10 @@ def _diff_of(raw: dict[str, Any]) -> str:
             return "\n".join(lines)
     for item in update.get("content") or []:
         if isinstance(item, dict) and item.get("type") == "diff":
-            old = (item.get("oldText") or "").splitlines()
-            new = (item.get("newText") or "").splitlines()
+            removed = str(item.get("oldText") or "").splitlines()
+            added = str(item.get("newText") or "").splitlines()
             lines += [f"--- {item.get('path')}", f"+++ {item.get('path')}"]
-            lines += [f"-{line}" for line in old] + [f"+{line}" for line in new]
+            lines += [f"-{line}" for line in removed] + [f"+{line}" for line in added]
     return "\n".join(lines)
 
 

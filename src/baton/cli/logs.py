@@ -13,8 +13,6 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-from baton.events.project import project
-from baton.runs import Baton
 
 __all__ = ["logs_command"]
 
@@ -24,9 +22,9 @@ def logs_command(
     run_id: Annotated[str, typer.Argument(help="The run's id.")],
     view: Annotated[str, typer.Option("--view", help="acp (log entries) or events (runner events).")] = "events",
     after: Annotated[int, typer.Option("--after", help="Only entries or events with a larger seq.")] = 0,
-    json_output: Annotated[bool, typer.Option("--json", help="JSON lines (the default output).")] = True,
+    json_output: Annotated[bool, typer.Option("--json", help="Errors as JSON on stderr too.")] = False,
 ) -> None:
-    """Print a run's log entries or runner events as JSON lines."""
+    """Print a run's log entries or runner events, one JSON object per line."""
     try:
         if view not in ("acp", "events"):
             raise UsageError("invalid_argument", f"--view must be acp or events, not {view!r}")
@@ -38,6 +36,9 @@ def logs_command(
 
 
 async def _read(run_id: str, view: str, after: int) -> list[Any]:
+    from baton.events.project import project
+    from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+
     async with Baton(Settings.load()) as baton:
         await baton.store.get_run(run_id)
         if view == "acp":

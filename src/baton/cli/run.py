@@ -20,7 +20,7 @@ from baton.cli._errors import report_error
 from baton.cli._render import LiveView
 from baton.config import Settings
 from baton.errors import BatonError
-from baton.runs import Baton, RunSpec
+from baton.runs.spec import RunSpec
 
 __all__ = ["run_command"]
 
@@ -77,6 +77,8 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
 
 
 async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
+    from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+
     console = Console(stderr=json_output, highlight=False)
     view = LiveView(console)
     async with Baton(settings) as baton:

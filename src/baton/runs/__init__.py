@@ -1,6 +1,24 @@
-"""Run lifecycle and the ``Baton`` Python API."""
+"""Run lifecycle and the ``Baton`` Python API.
 
-from baton.runs.api import Baton, RunHandle
+``Baton`` and ``RunHandle`` are imported on first use: they pull in the agents' SDKs, which
+take seconds to import, and commands that only read the store should not pay for that.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from baton.runs.spec import EXIT_CODES, RunOutcome, RunSpec
 
+if TYPE_CHECKING:
+    from baton.runs.api import Baton, RunHandle
+
 __all__ = ["EXIT_CODES", "Baton", "RunHandle", "RunOutcome", "RunSpec"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Baton", "RunHandle"):
+        from baton.runs import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'baton.runs' has no attribute {name!r}")

@@ -104,6 +104,8 @@ class Baton:
             raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(_AGENTS)}")
         if spec.budget_usd is not None and spec.budget_usd <= 0:
             raise UsageError("invalid_argument", "--budget-usd must be positive")
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
+        gatekeeper = Gatekeeper(policy, repo.resolve())
         api_key = self.settings.anthropic_api_key
         if not api_key:
             raise RefusedError(
@@ -111,8 +113,6 @@ class Baton:
                 "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
                 "or pass --scenario NAME to use baton's scripted model",
             )
-        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
-        gatekeeper = Gatekeeper(policy, repo.resolve())
         binary = self.settings.claude_binary or bundled_claude_binary()
         self.redactor.add(api_key)
         record = await self.store.create_run(

@@ -99,16 +99,12 @@ class RunExecution:
             },
         )
         self._note("status", {"status": "running", "reason": "started"})
-        await self._store.update_run(
-            run_id, status="running", status_reason="started", started_at=utc_timestamp()
-        )
+        await self._store.update_run(run_id, status="running", status_reason="started", started_at=utc_timestamp())
         started = time.monotonic()
         try:
             outcome = await self._converse(cwd)
         except asyncio.CancelledError:
-            outcome = RunOutcome(
-                run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted"
-            )
+            outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
@@ -127,7 +123,7 @@ class RunExecution:
             params["message"] = outcome.message or ""
         else:
             params["stop_reason"] = outcome.stop_reason or "end_turn"
-            params["num_turns"] = None
+            params["num_turns"] = outcome.num_turns
             params["result"] = outcome.result
         params["usage"] = outcome.usage
         params["total_cost_usd"] = outcome.total_cost_usd
@@ -171,9 +167,7 @@ class RunExecution:
                 await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
                 session = await conn.new_session(cwd=cwd, mcp_servers=[])
         except TimeoutError as exc:
-            raise AgentError(
-                "agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s"
-            ) from exc
+            raise AgentError("agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s") from exc
         except RequestError as exc:
             raise _agent_error(exc) from exc
         self._session_id = session.session_id
@@ -222,6 +216,7 @@ class RunExecution:
             stop_reason=stop_reason,
             total_cost_usd=usage.get("total_cost_usd"),
             duration_ms=usage.get("duration_ms"),
+            num_turns=usage.get("num_turns"),
             result=usage.get("result"),
             usage=usage.get("usage"),
         )

@@ -38,6 +38,7 @@ class RunOutcome:
     message: str | None = None
     total_cost_usd: float | None = None
     duration_ms: int | None = None
+    num_turns: int | None = None
     result: str | None = None
     usage: dict[str, Any] | None = field(default=None)
 

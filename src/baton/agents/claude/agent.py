@@ -82,7 +82,7 @@ class ClaudeAgent:
         self._turn: asyncio.Future[dict[str, Any]] | None = None
         self._turn_lock = asyncio.Lock()
         self._cancel_requested = False
-        self._announced: set[str] = set()
+        self._announced: dict[str, dict[str, Any]] = {}
         self._send_lock = asyncio.Lock()
         self._closed = False
 
@@ -102,7 +102,7 @@ class ClaudeAgent:
                 call_id = str(update.get("toolCallId"))
                 if call_id in self._announced:
                     continue
-                self._announced.add(call_id)
+                self._announced[call_id] = update
             await self._notify("session/update", {"sessionId": self._session_id, "update": update})
 
     # -- ACP agent methods --------------------------------------------------------------
@@ -123,9 +123,7 @@ class ClaudeAgent:
         self._session_id = session_id
         self._converter = ClaudeConverter(cwd)
         launch = self._launch
-        cli_path = write_launch_files(
-            launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id
-        )
+        cli_path = write_launch_files(launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id)
         options = ClaudeAgentOptions(
             cwd=cwd,
             cli_path=cli_path,
@@ -227,9 +225,7 @@ class ClaudeAgent:
         if self._turn is not None and not self._turn.done():
             self._turn.set_exception(_exited("Claude Code exited during the turn"))
 
-    async def _pre_tool_use(
-        self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext
-    ) -> HookJSONOutput:
+    async def _pre_tool_use(self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext) -> HookJSONOutput:
         data: dict[str, Any] = dict(hook_input)
         tool_name = str(data.get("tool_name", ""))
         tool_input = data.get("tool_input") or {}
@@ -251,13 +247,10 @@ class ClaudeAgent:
         assert self._converter is not None and self._session_id is not None
         synthetic = {
             "type": "assistant",
-            "message": {
-                "content": [{"type": "tool_use", "id": call_id, "name": tool_name, "input": tool_input}]
-            },
+            "message": {"content": [{"type": "tool_use", "id": call_id, "name": tool_name, "input": tool_input}]},
         }
-        updates = self._converter.convert(synthetic)
-        await self._send_updates(updates)
-        tool_call = next((u for u in updates if u.get("sessionUpdate") == "tool_call"), None)
+        await self._send_updates(self._converter.convert(synthetic))
+        tool_call = self._announced.get(call_id)
         kind = str(tool_call.get("kind", "other")) if tool_call else "other"
         params = {
             "sessionId": self._session_id,
@@ -269,9 +262,7 @@ class ClaudeAgent:
                 "rawInput": tool_input,
             },
             "options": _PERMISSION_OPTIONS,
-            "_meta": {
-                "baton": {"tool_name": tool_name, "input": tool_input, "tool_use_id": call_id, "kind": kind}
-            },
+            "_meta": {"baton": {"tool_name": tool_name, "input": tool_input, "tool_use_id": call_id, "kind": kind}},
         }
         try:
             response = await self._conn._conn.send_request("session/request_permission", params)
@@ -285,9 +276,7 @@ class ClaudeAgent:
                 text = json.loads(line[len(MALFORMED_PREFIX) :])
             except ValueError:
                 text = line[len(MALFORMED_PREFIX) :]
-            self._console.put_nowait(
-                ("_baton/malformed_line", {"line": str(text)[:65536], "stream": "stdout"})
-            )
+            self._console.put_nowait(("_baton/malformed_line", {"line": str(text)[:65536], "stream": "stdout"}))
             return
         self._console.put_nowait(("_baton/console", {"level": "stderr", "message": line[:_CONSOLE_LIMIT]}))
 
