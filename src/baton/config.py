@@ -103,9 +103,7 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             raise UsageError("config_invalid", "BATON_GATE_GRACE_SECONDS must be a number") from exc
     if env.get("BATON_AGENT_ENV_PASSTHROUGH"):
-        values["agent_env_passthrough"] = tuple(
-            name for name in env["BATON_AGENT_ENV_PASSTHROUGH"].split(",") if name
-        )
+        values["agent_env_passthrough"] = tuple(name for name in env["BATON_AGENT_ENV_PASSTHROUGH"].split(",") if name)
     if env.get("BATON_CLAUDE_BINARY"):
         values["claude_binary"] = Path(env["BATON_CLAUDE_BINARY"])
     if env.get("ANTHROPIC_BASE_URL"):

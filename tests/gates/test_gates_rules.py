@@ -178,9 +178,7 @@ def test_deny_beats_ask_beats_allow(tmp_path: Path) -> None:
 
 
 def test_deny_rule_beats_a_permissive_mode(tmp_path: Path) -> None:
-    gate = Gatekeeper(
-        Policy.build("bypassPermissions", deny=["WebFetch"], agent_runs_unprivileged=True), tmp_path
-    )
+    gate = Gatekeeper(Policy.build("bypassPermissions", deny=["WebFetch"], agent_runs_unprivileged=True), tmp_path)
     assert gate.decide(ToolCall("WebFetch", {"url": "https://a.example"})).behavior == "deny"
     assert gate.decide(ToolCall("WebSearch", {"query": "q"})).behavior == "allow"
 

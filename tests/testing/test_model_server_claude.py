@@ -74,9 +74,7 @@ def run_claude(server: ScriptedModelServer, cwd: Path, prompt: str, *args: str) 
 
 def test_write_and_run_writes_the_file_and_runs_the_command(workdir: Path) -> None:
     with ScriptedModelServer("write-and-run") as server:
-        run = run_claude(
-            server, workdir, "Create hello.txt and run echo hi", "--permission-mode", "acceptEdits"
-        )
+        run = run_claude(server, workdir, "Create hello.txt and run echo hi", "--permission-mode", "acceptEdits")
     assert (workdir / "hello.txt").read_text() == "hello from baton\n"
     assert run.returncode == 0
     assert (run.result["subtype"], run.result["is_error"]) == ("success", False)

@@ -19,9 +19,7 @@ ENVIRONMENT = "Primary working directory: /srv/work\n"
 MESSAGES = "/v1/messages?beta=true"
 
 
-def request_body(
-    *, stream: bool = True, tools: bool = True, text: str = "go", **extra: Any
-) -> dict[str, Any]:
+def request_body(*, stream: bool = True, tools: bool = True, text: str = "go", **extra: Any) -> dict[str, Any]:
     return {
         "model": "claude-test",
         "stream": stream,
@@ -52,9 +50,7 @@ def connect() -> Iterator[Connect]:
         connection.close()
 
 
-def post(
-    connection: http.client.HTTPConnection, body: Any, headers: dict[str, str] | None = None
-) -> tuple[int, bytes]:
+def post(connection: http.client.HTTPConnection, body: Any, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     payload = body if isinstance(body, bytes) else json.dumps(body).encode()
     connection.request("POST", MESSAGES, payload, {"Content-Type": "application/json", **(headers or {})})
     response = connection.getresponse()
@@ -101,9 +97,7 @@ def server() -> Iterator[ScriptedModelServer]:
         yield running
 
 
-def test_a_streamed_reply_has_the_event_sequence_claude_expects(
-    server: ScriptedModelServer, connect: Connect
-) -> None:
+def test_a_streamed_reply_has_the_event_sequence_claude_expects(server: ScriptedModelServer, connect: Connect) -> None:
     status, data = post(connect(server), request_body())
     events = parse_sse(data)
     names = [name for name, _ in events]
@@ -162,9 +156,7 @@ def test_head_and_get_of_the_root_answer_200(server: ScriptedModelServer, connec
     assert [(r.method, r.path) for r in server.requests] == [("HEAD", "/"), ("GET", "/")]
 
 
-def test_side_requests_without_tools_get_text_and_do_not_advance(
-    server: ScriptedModelServer, connect: Connect
-) -> None:
+def test_side_requests_without_tools_get_text_and_do_not_advance(server: ScriptedModelServer, connect: Connect) -> None:
     connection = connect(server)
     side = json.loads(post(connection, request_body(stream=False, tools=False))[1])
     assert [block["type"] for block in side["content"]] == ["text"] and side["stop_reason"] == "end_turn"
@@ -292,9 +284,7 @@ async def test_it_serves_async_clients_with_chunked_streams(server: ScriptedMode
     address = urlsplit(server.base_url)
     reader, writer = await asyncio.open_connection(address.hostname, address.port)
     payload = json.dumps(request_body()).encode()
-    head = (
-        f"POST {MESSAGES} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-    )
+    head = f"POST {MESSAGES} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
     writer.write(head.encode() + payload)
     raw = await reader.read(-1)
     writer.close()

@@ -81,8 +81,7 @@ def test_malformed_scenarios_are_config_invalid(text: str, complaint: str) -> No
 
 def test_steps_accept_drops_delays_and_custom_error_messages() -> None:
     scenario = Scenario.from_yaml(
-        "steps:\n  - {drop: true}\n  - {error: {status: 429, message: slow down}}\n"
-        "  - {text: [a, b], delay: 0.5}\n",
+        "steps:\n  - {drop: true}\n  - {error: {status: 429, message: slow down}}\n  - {text: [a, b], delay: 0.5}\n",
         name="mixed",
     )
     drop, limited, text = scenario.steps

@@ -22,9 +22,7 @@ def prompt(text: str) -> dict[str, Any]:
 
 
 def calls(*names: str) -> dict[str, Any]:
-    blocks = [
-        {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": {}} for i, name in enumerate(names)
-    ]
+    blocks = [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": {}} for i, name in enumerate(names)]
     return {"role": "assistant", "content": blocks}
 
 
@@ -126,9 +124,7 @@ def test_a_step_matching_the_prompt_is_preferred_over_counting() -> None:
 def test_a_step_matching_a_tool_result_is_preferred_and_counting_skips_matching_steps() -> None:
     denied = conversation(prompt("go"), calls("Bash"), results("touch needs approval"))
     assert choose_step(denied, WHEN) == 3
-    detour_done = conversation(
-        prompt("go"), calls("Bash"), results("needs approval"), calls("Bash"), results("x")
-    )
+    detour_done = conversation(prompt("go"), calls("Bash"), results("needs approval"), calls("Bash"), results("x"))
     assert choose_step(detour_done, WHEN) == 4
     plain = conversation(prompt("go"), calls("Bash"), results("ok"))
     assert choose_step(plain, WHEN) == 1

@@ -64,9 +64,7 @@ class BatonHost:
         option_id = choose_option(options, allow)
         if allow and option_id is None:
             allow, option_id = False, choose_option(options, False)
-            decision = Decision(
-                behavior="deny", reason="no_allow_option", message="the agent offered no allow option"
-            )
+            decision = Decision(behavior="deny", reason="no_allow_option", message="the agent offered no allow option")
         # The decision is an effect baton performs: it waits for the request to be committed.
         await self._wait_logged()
         outcome: AllowedOutcome | DeniedOutcome = (

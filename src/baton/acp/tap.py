@@ -18,9 +18,7 @@ __all__ = ["EntrySink", "TappingTransport"]
 
 
 class EntrySink(Protocol):
-    def append(
-        self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]
-    ) -> int: ...
+    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
 
 
 class TappingTransport:

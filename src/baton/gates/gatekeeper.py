@@ -105,9 +105,7 @@ class Gatekeeper:
                 f"{name} on {protected} needs a human's approval: {top} is protected.",
             )
         if rule := _first(policy.ask, target):
-            return Decision(
-                "ask", f"rule:{rule.text}", f"{name} needs a human's approval (rule {rule.text})."
-            )
+            return Decision("ask", f"rule:{rule.text}", f"{name} needs a human's approval (rule {rule.text}).")
         if allowed_by := self._allowed_by(target):
             texts = " & ".join(dict.fromkeys(rule.text for rule in allowed_by))
             return Decision("allow", f"rule:{texts}", f"{name} is allowed by the rule {texts}.")

@@ -25,9 +25,7 @@ __all__ = [
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
 Behavior = Literal["allow", "deny", "ask"]
-ToolGroup = Literal[
-    "read", "search", "write", "bash", "web", "agent", "mcp", "meta", "interaction", "unknown"
-]
+ToolGroup = Literal["read", "search", "write", "bash", "web", "agent", "mcp", "meta", "interaction", "unknown"]
 
 MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 

@@ -78,9 +78,7 @@ def rule_lists(value: Mapping[str, object], *, where: str) -> dict[str, list[str
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     try:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, env=env, check=False, timeout=30
-        )
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env, check=False, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise _invalid(f"cannot run git to read {POLICY_PATH}: {exc}") from exc
 

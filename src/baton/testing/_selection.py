@@ -118,9 +118,7 @@ def plan_reply(conversation: Conversation, scenario: Scenario, index: int | None
     )
 
 
-def _anchor(
-    conversation: Conversation, steps: tuple[Step, ...]
-) -> tuple[int | None, tuple[tuple[str, ...], ...]]:
+def _anchor(conversation: Conversation, steps: tuple[Step, ...]) -> tuple[int | None, tuple[tuple[str, ...], ...]]:
     """The anchored step (None: none) and the result groups that come after the anchor."""
     prompt = conversation.prompt
     groups = conversation.result_groups

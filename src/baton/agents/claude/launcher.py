@@ -50,10 +50,7 @@ def write_launch_files(directory: Path, *, binary: Path, env: dict[str, str], ru
     launch_file.write_text(json.dumps({"binary": str(binary), "env": env, "run_id": run_id}))
     launch_file.chmod(0o600)
     script = directory / "claude"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'exec "{sys.executable}" -m baton.agents.claude.launcher "{launch_file}" "$@"\n'
-    )
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m baton.agents.claude.launcher "{launch_file}" "$@"\n')
     script.chmod(0o700)
     return script
 
