@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.errors import NotFoundError
+from baton.events.entry import LogEntry
+from baton.store import REDACTED, LogWriteError, Redactor, SessionLog, Store
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def message(n: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"n": n}}
+
+
+async def collect(log: SessionLog, run_id: str, after: int = 0) -> list[LogEntry]:
+    async with contextlib.aclosing(log.subscribe(run_id, after)) as entries:
+        return [entry async for entry in entries]
+
+
+async def test_append_numbers_redacts_and_commits(log: SessionLog, run_id: str) -> None:
+    first = log.append(run_id, "to_agent", "session/prompt", {"params": {"key": "canary-secret-1234"}})
+    second = log.append(run_id, "from_agent", "session/prompt", {"result": {}})
+    assert (first, second) == (1, 2)
+    await log.wait_committed(run_id, second)
+    entries = await log.read(run_id)
+    assert [entry["seq"] for entry in entries] == [1, 2]
+    assert entries[0]["payload"] == {"params": {"key": REDACTED}}
+    assert entries[0]["ts"].endswith("Z") and entries[0]["direction"] == "to_agent"
+    assert [entry["seq"] for entry in await log.read(run_id, after=1, until=1)] == []
+    assert [entry["seq"] for entry in await log.read(run_id, after=0, until=1)] == [1]
+
+
+async def test_concurrent_appends_are_gapless(store: Store, log: SessionLog, run_id: str) -> None:
+    other = (await store.create_run(agent="codex")).id
+    log.open_run(other)
+
+    async def producer(target: str, count: int) -> list[int]:
+        seqs = []
+        for n in range(count):
+            seqs.append(log.append(target, "from_agent", "session/update", message(n)))
+            if n % 7 == 0:
+                await asyncio.sleep(0)
+        return seqs
+
+    results = await asyncio.gather(*(producer(run_id, 500) for _ in range(4)), producer(other, 300))
+    await log.flush()
+    assert sorted(seq for seqs in results[:4] for seq in seqs) == list(range(1, 2001))
+    assert [entry["seq"] for entry in await log.read(run_id)] == list(range(1, 2001))
+    assert [entry["seq"] for entry in await log.read(other)] == list(range(1, 301))
+
+
+async def test_subscribe_replays_then_follows_without_gap_or_duplicate(log: SessionLog, run_id: str) -> None:
+    for n in range(300):
+        log.append(run_id, "from_agent", None, message(n))
+    await log.flush()
+
+    async def keep_appending() -> None:
+        for n in range(300, 1500):
+            log.append(run_id, "from_agent", None, message(n))
+            if n % 50 == 0:
+                await asyncio.sleep(0.001)
+        log.close_run(run_id)
+
+    subscribers = [asyncio.create_task(collect(log, run_id, after)) for after in (0, 150, 300)]
+    await keep_appending()
+    seen = await asyncio.gather(*subscribers)
+    for after, entries in zip((0, 150, 300), seen, strict=True):
+        assert [entry["seq"] for entry in entries] == list(range(after + 1, 1501))
+        assert entries[-1]["payload"] == message(1499)
+
+
+async def test_subscribers_see_entries_only_once_committed(db_url: str, log: SessionLog, run_id: str) -> None:
+    database = Path(db_url.removeprefix("sqlite:///"))
+    checked = 0
+    with contextlib.closing(sqlite3.connect(database)) as outsider:
+        follower = asyncio.create_task(collect(log, run_id))
+        for n in range(200):
+            log.append(run_id, "from_agent", None, message(n))
+            if n % 20 == 0:
+                await asyncio.sleep(0.002)
+        log.close_run(run_id)
+        async with contextlib.aclosing(log.subscribe(run_id)) as entries:
+            async for entry in entries:
+                # Read by another connection at the moment of delivery: it must be on disk.
+                row = outsider.execute("SELECT 1 FROM log_entries WHERE seq = ?", (entry["seq"],)).fetchone()
+                assert row is not None
+                checked += 1
+        assert len(await follower) == checked == 200
+
+
+async def test_close_run_ends_subscribers_and_refuses_appends(log: SessionLog, run_id: str) -> None:
+    log.append(run_id, "baton", "_baton/status", message(1))
+    task = asyncio.create_task(collect(log, run_id))
+    await asyncio.sleep(0.01)
+    log.append(run_id, "baton", "_baton/status", message(2))
+    log.close_run(run_id)
+    assert [entry["seq"] for entry in await task] == [1, 2]
+    with pytest.raises(RuntimeError):
+        log.append(run_id, "baton", None, message(3))
+    assert [entry["seq"] for entry in await collect(log, run_id, after=1)] == [2]
+
+
+async def test_a_run_continues_its_seq_in_a_new_session_log(db_url: str) -> None:
+    async with Store.open(db_url) as store:
+        run_id = (await store.create_run(agent="claude")).id
+        async with SessionLog(store, Redactor()) as log:
+            log.open_run(run_id)
+            for n in range(5):
+                log.append(run_id, "from_agent", None, message(n))
+    async with Store.open(db_url) as store, SessionLog(store, Redactor()) as log:
+        log.open_run(run_id)
+        assert log.append(run_id, "baton", "_baton/resume", message(5)) == 6
+        await log.flush()
+        assert [entry["seq"] for entry in await log.read(run_id)] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_run_not_held_is_replayed_and_ends(store: Store, log: SessionLog, run_id: str) -> None:
+    for n in range(3):
+        log.append(run_id, "from_agent", None, message(n))
+    log.close_run(run_id)
+    await log.flush()
+    async with SessionLog(store, Redactor()) as reader:
+        assert [entry["seq"] for entry in await collect(reader, run_id)] == [1, 2, 3]
+        with pytest.raises(NotFoundError):
+            await collect(reader, "run_missing")
+        with pytest.raises(NotFoundError):
+            reader.open_run("run_missing")
+
+
+async def test_a_failing_write_surfaces(db_url: str, store: Store) -> None:
+    run_id = (await store.create_run(agent="claude")).id
+    database = Path(db_url.removeprefix("sqlite:///"))
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON log_entries BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+        connection.commit()
+    log = SessionLog(store, Redactor())
+    await log.__aenter__()
+    log.open_run(run_id)
+    seq = log.append(run_id, "baton", None, message(1))
+    with pytest.raises(LogWriteError, match="disk says no"):
+        await log.wait_committed(run_id, seq)
+    with pytest.raises(LogWriteError):
+        await log.flush()
+    with pytest.raises(LogWriteError):
+        log.append(run_id, "baton", None, message(2))
+    with pytest.raises(LogWriteError):
+        await log.aclose()
+    await log.aclose()  # idempotent
+
+
+async def test_lifecycle(store: Store, run_id: str) -> None:
+    log = SessionLog(store, Redactor())
+    with pytest.raises(RuntimeError):
+        log.open_run(run_id)
+    async with log:
+        log.open_run(run_id)
+        log.open_run(run_id)  # already open: nothing changes
+        log.append(run_id, "baton", None, message(1))
+    await log.aclose()
+    with pytest.raises(RuntimeError):
+        await log.__aenter__()
+    with pytest.raises(RuntimeError):
+        log.append(run_id, "baton", None, message(2))
+    assert [entry["seq"] for entry in await log.read(run_id)] == [1]  # aclose committed it
+
+
+async def test_drain_bounds_the_backlog(store: Store, run_id: str) -> None:
+    async with SessionLog(store, Redactor(), max_pending=100, max_batch=10, commit_interval=0) as log:
+        log.open_run(run_id)
+        for n in range(1000):
+            log.append(run_id, "from_agent", None, message(n))
+            await log.drain()
+        await log.flush()
+        assert len(await log.read(run_id)) == 1000
+
+
+async def test_a_slow_subscriber_falls_back_to_the_store(log: SessionLog, run_id: str) -> None:
+    from baton.store._runlog import SUBSCRIBER_BUFFER
+
+    log.append(run_id, "from_agent", None, message(0))
+    entries = log.subscribe(run_id)
+    async with contextlib.aclosing(entries):
+        first = await anext(entries)  # now live, and not reading
+        for n in range(1, SUBSCRIBER_BUFFER + 500):
+            log.append(run_id, "from_agent", None, message(n))
+        await log.flush()
+        log.close_run(run_id)
+        rest = [entry["seq"] async for entry in entries]
+    assert [first["seq"], *rest] == list(range(1, SUBSCRIBER_BUFFER + 501))
