@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 
-from baton.agents.claude.agent import ClaudeLaunch
+from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
@@ -151,7 +151,7 @@ class Baton:
             store=self.store,
             log=self.log,
             gatekeeper=gatekeeper,
-            launch=launch,
+            agent=InProcessClaude(launch),
             start_timeout=self.settings.agent_start_timeout_seconds,
         )
         handle = RunHandle(execution, asyncio.create_task(execution.run(), name=f"baton-run-{run_id}"))

@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
-from acp._transport import memory_transport_pair
-from acp.core import AgentSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from baton.acp.extensions import StatusParams, notification
 from baton.acp.host import BatonHost
 from baton.acp.tap import TappingTransport
-from baton.agents.claude.agent import ClaudeAgent, ClaudeLaunch
+from baton.agents.base import AgentProcess
 from baton.errors import AgentError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
@@ -63,7 +61,7 @@ class RunExecution:
         store: Store,
         log: SessionLog,
         gatekeeper: Gatekeeper,
-        launch: ClaudeLaunch,
+        agent: AgentProcess,
         start_timeout: float,
     ) -> None:
         self.run_id = run_id
@@ -71,7 +69,7 @@ class RunExecution:
         self._store = store
         self._log = log
         self._gatekeeper = gatekeeper
-        self._launch = launch
+        self._agent = agent
         self._start_timeout = start_timeout
         self._cancel = asyncio.Event()
         self._session_id: str | None = None
@@ -142,21 +140,17 @@ class RunExecution:
         self._log.close_run(self.run_id)
 
     async def _converse(self, cwd: str) -> RunOutcome:
-        agent_end, host_end = memory_transport_pair()
-        agent = ClaudeAgent(self._launch)
-        agent_conn = AgentSideConnection(cast(Any, agent), agent_end)
-        tap = TappingTransport(host_end, self._log, self.run_id)
-        host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id)
-        conn = connect_to_agent(cast(Any, host), tap)
         try:
-            return await self._drive(conn, host, cwd)
+            tap = TappingTransport(await self._agent.start(), self._log, self.run_id)
+            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id)
+            conn = connect_to_agent(cast(Any, host), tap)
+            try:
+                return await self._drive(conn, host, cwd)
+            finally:
+                with contextlib.suppress(Exception):
+                    await conn.close()
         finally:
-            with contextlib.suppress(Exception):
-                await agent.close()
-            with contextlib.suppress(Exception):
-                await conn.close()
-            with contextlib.suppress(Exception):
-                await agent_conn.close()
+            await self._agent.aclose()
 
     async def _drive(self, conn: Any, host: _UsageRecordingHost, cwd: str) -> RunOutcome:
         capabilities = ClientCapabilities(
@@ -167,11 +161,11 @@ class RunExecution:
                 await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
                 session = await conn.new_session(cwd=cwd, mcp_servers=[])
         except TimeoutError as exc:
-            raise AgentError("agent_start_timeout", f"Claude Code did not start in {self._start_timeout:g} s") from exc
+            raise AgentError("agent_start_timeout", f"the agent did not start in {self._start_timeout:g} s") from exc
         except RequestError as exc:
             raise _agent_error(exc) from exc
         self._session_id = session.session_id
-        self._note("agent_session", {"agent_session_id": session.session_id, "adapter": "claude"})
+        self._note("agent_session", {"agent_session_id": session.session_id, "adapter": self._agent.name})
         await self._store.update_run(self.run_id, agent_session_id=session.session_id)
         return await self._turn(conn, host, session.session_id, self.spec.prompt)
 

@@ -19,9 +19,11 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError
+from acp._transport import Transport, memory_transport_pair
+from acp.core import AgentSideConnection
 from acp.schema import (
     AgentCapabilities,
     Implementation,
@@ -45,7 +47,7 @@ from baton import __version__
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
 
-__all__ = ["ClaudeAgent", "ClaudeLaunch"]
+__all__ = ["ClaudeAgent", "ClaudeLaunch", "InProcessClaude"]
 
 _CONSOLE_LIMIT = 8192
 _PERMISSION_OPTIONS: list[dict[str, str]] = [
@@ -316,3 +318,25 @@ async def _raw_messages(client: ClaudeSDKClient) -> AsyncIterator[dict[str, Any]
     assert query is not None
     async for message in query.receive_messages():
         yield message
+
+
+class InProcessClaude:
+    """The Claude adapter as an :class:`~baton.agents.base.AgentProcess` (memory transport)."""
+
+    name = "claude"
+
+    def __init__(self, launch: ClaudeLaunch) -> None:
+        self._agent = ClaudeAgent(launch)
+        self._connection: AgentSideConnection | None = None
+
+    async def start(self) -> Transport:
+        agent_end, host_end = memory_transport_pair()
+        self._connection = AgentSideConnection(cast(Any, self._agent), agent_end)
+        return host_end
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._agent.close()
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
