@@ -7,6 +7,8 @@ import pytest
 from baton.errors import UsageError
 from baton.store import REDACTED, Redactor
 
+pytestmark = pytest.mark.timeout(10)
+
 SECRET = "sk-ant-canary-0123456789"
 
 
