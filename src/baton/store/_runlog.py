@@ -69,10 +69,6 @@ class RunLog:
     waiters: Waiters = field(default_factory=Waiters)
     subscribers: set[Subscriber] = field(default_factory=set)
 
-    @property
-    def ended(self) -> bool:
-        return self.closed and self.committed >= self.next_seq - 1
-
     def wake_subscribers(self) -> None:
         for subscriber in self.subscribers:
             subscriber.wake.set()
