@@ -17,6 +17,7 @@ __all__ = ["MODULES", "Metric", "median_seconds"]
 # Benchmark modules, by the name ``--only`` accepts (a metric name works too).
 MODULES: dict[str, str] = {
     "convert": "bench.convert",
+    "idle_run": "bench.idle_run",
 }
 
 
