@@ -14,6 +14,7 @@ import gc
 import resource
 import subprocess
 import tempfile
+import time
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +42,15 @@ def _repo(path: Path) -> Path:
     return path
 
 
+def _wait_for_prompts(server: ScriptedModelServer, count: int, timeout: float = 60.0) -> None:
+    """Until ``count`` runs have sent their prompt to the model (side requests don't count)."""
+    deadline = time.monotonic() + timeout
+    while len([r for r in server.requests if r.step is not None]) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} runs did not reach the model in {timeout:g} s")
+        time.sleep(0.05)
+
+
 def _rss_mb() -> float:
     pages = int(Path("/proc/self/statm").read_text().split()[1])
     return pages * resource.getpagesize() / 2**20
@@ -57,8 +67,7 @@ async def _measure(tmp: Path) -> tuple[float, float]:
             gc.collect()
             before_py, before_rss = tracemalloc.get_traced_memory()[0], _rss_mb()
             handles = [await baton.start(RunSpec(prompt="wait", repo=repo)) for repo in repos]
-            while len([r for r in slow.requests if r.step is not None]) < RUNS:
-                await asyncio.sleep(0.1)
+            await asyncio.to_thread(_wait_for_prompts, slow, RUNS)
             await asyncio.sleep(0.5)
             gc.collect()
             after_py, after_rss = tracemalloc.get_traced_memory()[0], _rss_mb()
