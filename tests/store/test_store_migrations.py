@@ -74,3 +74,17 @@ async def test_data_written_at_0001_reads_back_at_head(db_url: str) -> None:
         ]
         log.open_run("run_old")
         assert log.append("run_old", "baton", "_baton/resume", {"jsonrpc": "2.0"}) == 3
+        # Columns and tables added after 0001 start empty, and work on the old run.
+        assert (run.resumed_from, run.owner, run.executor_id, run.budget_turns) == (None, None, None, None)
+        [transition] = await store.list_transitions("run_old")
+        assert (transition.from_status, transition.to_status) == (None, "finished")
+        assert transition.at == "2026-11-01T00:00:00.000Z"
+        assert await store.load_conversation_state("run_old") is None
+        assert await store.list_snapshots("run_old") == []
+        assert await store.read_runner_events("run_old") == []
+        await store.inbox_put("run_old", "message", {"text": "hello"})
+        [message] = await store.inbox_take("run_old", "test")
+        assert message["payload"] == {"text": "hello"}
+        resumed = await store.update_run("run_old", status="running", status_reason="resumed", executor_id="x1")
+        assert (resumed.status, resumed.executor_id) == ("running", "x1")
+        await log.flush()

@@ -19,7 +19,10 @@ __all__ = [
     "RunMode",
     "RunRecord",
     "RunStatus",
+    "TaskRecord",
+    "Transition",
     "new_run_id",
+    "new_task_id",
 ]
 
 RunStatus = Literal["queued", "running", "paused", "interrupted", "finished", "failed", "cancelled"]
@@ -31,13 +34,49 @@ TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"finished", "failed", "can
 _CROCKFORD: Final = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
-def new_run_id() -> str:
+def _ulid() -> str:
     value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
         value >>= 5
-    return "run_" + "".join(reversed(chars))
+    return "".join(reversed(chars))
+
+
+def new_run_id() -> str:
+    return "run_" + _ulid()
+
+
+def new_task_id() -> str:
+    return "task_" + _ulid()
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One row of ``tasks``: what to do (DESIGN.md "Concepts")."""
+
+    id: str
+    prompt: str
+    repo: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    created_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One change of a run's status; ``from_status`` is None for the run's creation."""
+
+    from_status: str | None
+    to_status: str
+    reason: str | None
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -62,6 +101,12 @@ class RunRecord:
     finished_at: str | None
     error_code: str | None
     error_message: str | None
+    resumed_from: str | None
+    owner: str | None
+    executor_id: str | None
+    heartbeat_at: str | None
+    budget_turns: int | None
+    budget_seconds: float | None
 
     @property
     def is_terminal(self) -> bool:

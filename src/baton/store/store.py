@@ -1,4 +1,5 @@
-"""The store: runs (and, through :class:`~baton.store.log.SessionLog`, their logs).
+"""The store: tasks, runs and what belongs to a run besides its log (the log itself is
+:class:`~baton.store.log.SessionLog`).
 
 Blocking database work runs in a worker thread (``asyncio.to_thread``), so every method is
 safe to await from the event loop. ``Store.open`` itself blocks (it may migrate): call it at
@@ -8,7 +9,7 @@ start-up, or through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -17,10 +18,20 @@ from sqlalchemy.exc import IntegrityError
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
+from baton.store import _rundata
 from baton.store.engine import READ_ONLY, make_engine
 from baton.store.migrate import upgrade
-from baton.store.records import RUN_MODES, RUN_STATUSES, TERMINAL_STATUSES, RunRecord, new_run_id
-from baton.store.tables import runs
+from baton.store.records import (
+    RUN_MODES,
+    RUN_STATUSES,
+    TERMINAL_STATUSES,
+    RunRecord,
+    TaskRecord,
+    Transition,
+    new_run_id,
+    new_task_id,
+)
+from baton.store.tables import run_transitions, runs
 
 __all__ = ["UPDATABLE_FIELDS", "Store"]
 
@@ -32,11 +43,17 @@ UPDATABLE_FIELDS: Final = frozenset(
         "permission_mode",
         "agent_session_id",
         "budget_usd",
+        "budget_turns",
+        "budget_seconds",
         "total_cost_usd",
         "started_at",
         "finished_at",
         "error_code",
         "error_message",
+        "resumed_from",
+        "owner",
+        "executor_id",
+        "heartbeat_at",
     }
 )
 _RECORD_COLUMNS: Final = [column for column in runs.c if column.name != "run_key"]
@@ -76,6 +93,37 @@ class Store:
             self._closed = True
             self.engine.dispose()
 
+    # Tasks.
+
+    async def create_task(
+        self,
+        prompt: str,
+        *,
+        repo: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        task_id: str | None = None,
+    ) -> TaskRecord:
+        """Insert a task; ``task_id`` defaults to a new sortable ``task_…`` id."""
+        values: dict[str, Any] = {
+            "id": task_id or new_task_id(),
+            "prompt": prompt,
+            "repo": repo,
+            "title": title,
+            "metadata": dict(metadata or {}),
+            "created_at": utc_timestamp(),
+        }
+        try:
+            return await asyncio.to_thread(_rundata.create_task, self.engine, values)
+        except IntegrityError as exc:
+            raise UsageError("invalid_argument", f"cannot create task {values['id']}: {exc.orig}") from exc
+
+    async def get_task(self, task_id: str) -> TaskRecord:
+        """The task, or ``UsageError("invalid_argument")`` (tasks are never addressed by users)."""
+        return await asyncio.to_thread(_rundata.get_task, self.engine, task_id)
+
+    # Runs.
+
     async def create_run(
         self,
         *,
@@ -87,6 +135,10 @@ class Store:
         repo: str | None = None,
         cwd: str | None = None,
         budget_usd: float | None = None,
+        budget_turns: int | None = None,
+        budget_seconds: float | None = None,
+        owner: str | None = None,
+        resumed_from: str | None = None,
         run_id: str | None = None,
     ) -> RunRecord:
         """Insert a ``queued`` run; ``run_id`` defaults to a new sortable id."""
@@ -103,6 +155,10 @@ class Store:
             "repo": repo,
             "cwd": cwd,
             "budget_usd": budget_usd,
+            "budget_turns": budget_turns,
+            "budget_seconds": budget_seconds,
+            "owner": owner,
+            "resumed_from": resumed_from,
             "created_at": utc_timestamp(),
         }
         return await asyncio.to_thread(self._create_run, values)
@@ -118,6 +174,7 @@ class Store:
     async def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         """Change a run's fields (see ``UPDATABLE_FIELDS``) and return the new record.
 
+        A new ``status`` is recorded as a transition, with ``status_reason`` as its reason.
         Moving to ``running`` stamps ``started_at`` and moving to a terminal status stamps
         ``finished_at``, unless given or already set.
         """
@@ -129,13 +186,75 @@ class Store:
             raise UsageError("invalid_argument", f"unknown run status {status!r}")
         return await asyncio.to_thread(self._update_run, run_id, fields)
 
+    async def list_transitions(self, run_id: str) -> list[Transition]:
+        """Every status the run moved into, oldest first (its creation as ``queued`` included)."""
+        return await asyncio.to_thread(self._list_transitions, run_id)
+
+    # Runner events.
+
+    async def save_runner_events(self, run_id: str, events: Iterable[Mapping[str, Any]]) -> None:
+        """Store runner events (``seq, log_seq, ts, type, data`` of each); a stored seq is kept."""
+        await asyncio.to_thread(_rundata.save_runner_events, self.engine, run_id, list(events))
+
+    async def read_runner_events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Stored runner events with ``seq > after`` in seq order (without ``raw``)."""
+        return await asyncio.to_thread(_rundata.read_runner_events, self.engine, run_id, after, limit)
+
+    # The inbox.
+
+    async def inbox_put(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
+        """Queue a command for the run's executor; returns its id (on Postgres, also NOTIFY)."""
+        return await asyncio.to_thread(_rundata.inbox_put, self.engine, run_id, kind, payload)
+
+    async def inbox_take(self, run_id: str, taken_by: str) -> list[dict[str, Any]]:
+        """Mark every untaken command of the run taken by ``taken_by`` and return them in order.
+
+        Each command is returned to exactly one caller, however many take at once.
+        """
+        return await asyncio.to_thread(_rundata.inbox_take, self.engine, run_id, taken_by)
+
+    async def inbox_pending(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's untaken commands in order, without taking them."""
+        return await asyncio.to_thread(_rundata.inbox_pending, self.engine, run_id)
+
+    # Conversation state.
+
+    async def save_conversation_state(self, run_id: str, upto_seq: int, state: Mapping[str, Any]) -> None:
+        """Replace the run's stored conversation state, folded from its log up to ``upto_seq``."""
+        await asyncio.to_thread(_rundata.save_conversation_state, self.engine, run_id, upto_seq, state)
+
+    async def load_conversation_state(self, run_id: str) -> tuple[int, dict[str, Any]] | None:
+        """``(upto_seq, state)`` as last saved, or None."""
+        return await asyncio.to_thread(_rundata.load_conversation_state, self.engine, run_id)
+
+    # Snapshots.
+
+    async def add_snapshot(self, run_id: str, snapshot: Mapping[str, Any]) -> None:
+        """Store a snapshot (``id`` ``s1``, ``s2`` …, ``tree_hash`` required); a stored id is kept."""
+        await asyncio.to_thread(_rundata.add_snapshot, self.engine, run_id, snapshot)
+
+    async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's snapshots in id order (s1, s2, … s10)."""
+        return await asyncio.to_thread(_rundata.list_snapshots, self.engine, run_id)
+
+    async def get_snapshot(self, run_id: str, snapshot_id: str) -> dict[str, Any]:
+        """One snapshot, or ``NotFoundError("snapshot_not_found")``."""
+        return await asyncio.to_thread(_rundata.get_snapshot, self.engine, run_id, snapshot_id)
+
+    # Blocking halves.
+
     def _create_run(self, values: Mapping[str, Any]) -> RunRecord:
         try:
             with self.engine.begin() as connection:
-                connection.execute(insert(runs).values(**values))
-                row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.id == values["id"])).one()
+                run_key = connection.execute(insert(runs).values(**values).returning(runs.c.run_key)).scalar_one()
+                connection.execute(
+                    insert(run_transitions).values(
+                        run_key=run_key, from_status=None, to_status="queued", reason=None, at=values["created_at"]
+                    )
+                )
+                row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.run_key == run_key)).one()
         except IntegrityError as exc:
-            raise UsageError("invalid_argument", f"cannot create run {values['id']}: {exc}") from exc
+            raise UsageError("invalid_argument", f"cannot create run {values['id']}: {exc.orig}") from exc
         return _record(row)
 
     def _get_run(self, run_id: str) -> RunRecord:
@@ -154,20 +273,47 @@ class Store:
 
     def _update_run(self, run_id: str, fields: dict[str, Any]) -> RunRecord:
         with self.engine.begin() as connection:
-            row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.id == run_id)).one_or_none()
-            if row is None:
+            # FOR UPDATE: two processes changing the status at once record both transitions in
+            # order (SQLite ignores it; BEGIN IMMEDIATE already serializes writers).
+            found = connection.execute(
+                select(runs.c.run_key, runs.c.status, runs.c.started_at, runs.c.finished_at)
+                .where(runs.c.id == run_id)
+                .with_for_update()
+            ).one_or_none()
+            if found is None:
                 raise NotFoundError("run_not_found", f"no run {run_id}")
-            current = _record(row)
             values = dict(fields)
             status = values.get("status")
-            if status == "running" and current.started_at is None:
-                values.setdefault("started_at", utc_timestamp())
-            if status in TERMINAL_STATUSES and current.finished_at is None:
-                values.setdefault("finished_at", utc_timestamp())
+            now = utc_timestamp()
+            if status == "running" and found.started_at is None:
+                values.setdefault("started_at", now)
+            if status in TERMINAL_STATUSES and found.finished_at is None:
+                values.setdefault("finished_at", now)
             if values:
-                connection.execute(update(runs).where(runs.c.id == run_id).values(**values))
-            row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.id == run_id)).one()
+                connection.execute(update(runs).where(runs.c.run_key == found.run_key).values(**values))
+            if status is not None and status != found.status:
+                connection.execute(
+                    insert(run_transitions).values(
+                        run_key=found.run_key,
+                        from_status=found.status,
+                        to_status=status,
+                        reason=values.get("status_reason"),
+                        at=now,
+                    )
+                )
+            row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.run_key == found.run_key)).one()
         return _record(row)
+
+    def _list_transitions(self, run_id: str) -> list[Transition]:
+        columns = run_transitions.c
+        with self.engine.connect().execution_options(**READ_ONLY) as connection:
+            run_key = _rundata.run_key_of(connection, run_id)
+            rows = connection.execute(
+                select(columns.from_status, columns.to_status, columns.reason, columns.at)
+                .where(columns.run_key == run_key)
+                .order_by(columns.id)
+            ).all()
+        return [Transition(**row._asdict()) for row in rows]
 
 
 def _record(row: Row[Any]) -> RunRecord:

@@ -3,16 +3,51 @@
 ``runs.run_key`` is an integer surrogate key: log rows reference it instead of the text id,
 since the ``(run, seq)`` index roughly halves insert speed and an integer key keeps it small.
 It is the primary key because SQLite only auto-assigns integers to an ``INTEGER PRIMARY
-KEY``; ``runs.id`` is unique and is the key every API speaks.
+KEY``; ``runs.id`` is unique and is the key every API speaks. Every per-run table references
+``run_key`` too. JSON columns are JSON text on SQLite and ``JSONB`` on Postgres.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text
+from typing import Final
 
-__all__ = ["log_entries", "metadata", "runs"]
+from sqlalchemy import JSON, Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB
+
+__all__ = [
+    "conversation_state",
+    "gates",
+    "inbox",
+    "log_entries",
+    "metadata",
+    "run_transitions",
+    "runner_events",
+    "runs",
+    "snapshots",
+    "tasks",
+]
+
+JSON_VALUE: Final = JSON().with_variant(JSONB(), "postgresql")
 
 metadata = MetaData()
+
+
+def _run_key(primary_key: bool = False) -> Column[int]:
+    return Column(
+        "run_key", Integer, ForeignKey("runs.run_key"), nullable=False, primary_key=primary_key, autoincrement=False
+    )
+
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("prompt", Text, nullable=False),
+    Column("repo", Text),
+    Column("title", Text),
+    Column("metadata", JSON_VALUE),
+    Column("created_at", Text, nullable=False),
+)
 
 runs = Table(
     "runs",
@@ -36,7 +71,26 @@ runs = Table(
     Column("finished_at", Text),
     Column("error_code", Text),
     Column("error_message", Text),
+    Column("resumed_from", Text),
+    Column("owner", Text),
+    Column("executor_id", Text),
+    Column("heartbeat_at", Text),
+    Column("budget_turns", Integer),
+    Column("budget_seconds", Float),
     Index("ix_runs_status", "status"),
+    Index("ix_runs_executor_id", "executor_id"),
+)
+
+run_transitions = Table(
+    "run_transitions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    _run_key(),
+    Column("from_status", Text),
+    Column("to_status", Text, nullable=False),
+    Column("reason", Text),
+    Column("at", Text, nullable=False),
+    Index("ix_run_transitions_run_key", "run_key", "id"),
 )
 
 log_entries = Table(
@@ -48,4 +102,78 @@ log_entries = Table(
     Column("direction", Text, nullable=False),
     Column("method", Text),
     Column("payload", Text, nullable=False),
+)
+
+runner_events = Table(
+    "runner_events",
+    metadata,
+    _run_key(primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("log_seq", Integer, nullable=False),
+    Column("ts", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("data", JSON_VALUE, nullable=False),
+)
+
+inbox = Table(
+    "inbox",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    _run_key(),
+    Column("created_at", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSON_VALUE, nullable=False),
+    Column("taken_at", Text),
+    Column("taken_by", Text),
+    Index("ix_inbox_run_key_taken_at", "run_key", "taken_at"),
+)
+
+conversation_state = Table(
+    "conversation_state",
+    metadata,
+    _run_key(primary_key=True),
+    Column("upto_seq", Integer, nullable=False),
+    Column("state", JSON_VALUE, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    _run_key(primary_key=True),
+    Column("id", Text, primary_key=True),
+    Column("tree_hash", Text, nullable=False),
+    Column("base_commit", Text),
+    Column("added", JSON_VALUE, nullable=False),
+    Column("modified", JSON_VALUE, nullable=False),
+    Column("deleted", JSON_VALUE, nullable=False),
+    Column("renamed", JSON_VALUE, nullable=False),
+    Column("skipped", JSON_VALUE, nullable=False),
+    Column("log_seq_from", Integer),
+    Column("log_seq_to", Integer),
+    Column("archive_key", Text),
+    Column("created_at", Text, nullable=False),
+)
+
+gates = Table(
+    "gates",
+    metadata,
+    Column("id", Text, primary_key=True),
+    _run_key(),
+    Column("kind", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("tool_name", Text),
+    Column("tool_call_id", Text),
+    Column("bound_call_id", Text),
+    Column("bound_input_hash", Text),
+    Column("input", JSON_VALUE),
+    Column("questions", JSON_VALUE),
+    Column("plan", Text),
+    Column("summary", Text),
+    Column("created_at", Text, nullable=False),
+    Column("expires_at", Text),
+    Column("decision", JSON_VALUE),
+    Column("decided_by", Text),
+    Column("decided_at", Text),
+    Index("ix_gates_run_key_status", "run_key", "status"),
 )
