@@ -1,0 +1,318 @@
+"""A run's conversation, folded from its log: what a resumed agent needs to know.
+
+``rebuild_conversation(entries)`` is pure: the same entries always give the same
+conversation. It keeps user turns (``session/prompt`` requests and user chunks), agent text
+merged across chunks, tool calls with their input and result matched by ``toolCallId`` from
+the updates themselves (``rawInput``, ``rawOutput``, the result's text content), plans and the
+latest usage. Replayed history (``_meta.baton.replay``) is skipped, and a compaction
+(``_baton/compact_boundary``) starts the conversation over, since the agent's context did too.
+
+The fold is incremental: ``Conversation.apply(entries)`` continues from where the
+conversation stopped (``upto_seq``), and ``to_dict``/``from_dict`` store that point, so
+resuming a long run folds only the entries logged since the stored state.
+
+A call is *interrupted* when nothing ended it: no ``completed``/``failed`` update. A
+``_baton/resume`` entry settles the calls it names (the agent was told about them), so a
+second resume names only what the second interruption cut short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast
+
+from baton.events.entry import LogEntry
+
+__all__ = ["STATE_VERSION", "Conversation", "Item", "ToolCall", "rebuild_conversation"]
+
+STATE_VERSION: Final = 1
+_ENDED: Final = frozenset({"completed", "failed", "interrupted"})
+
+ItemType = Literal["user", "agent", "tool_call", "plan", "summary"]
+
+
+class Item(TypedDict):
+    """One step of the conversation, in log order."""
+
+    type: ItemType
+    text: NotRequired[str]  # user, agent, summary
+    call_id: NotRequired[str]  # tool_call
+    entries: NotRequired[list[Any]]  # plan
+
+
+class ToolCall(TypedDict):
+    id: str
+    tool: str | None  # the agent's tool name (Claude: ``Bash``), else the title
+    title: str | None
+    kind: str | None
+    input: Any
+    status: str  # pending, in_progress, completed, failed, interrupted (settled by a resume)
+    output: Any  # ``rawOutput``
+    text: str | None  # the result's text content
+
+
+def rebuild_conversation(entries: Iterable[LogEntry]) -> Conversation:
+    """The conversation of a run's log, from scratch."""
+    conversation = Conversation()
+    conversation.apply(entries)
+    return conversation
+
+
+class Conversation:
+    """The folded conversation; feed it entries in ``seq`` order with :meth:`apply`."""
+
+    __slots__ = (
+        "_open",
+        "agent_session_id",
+        "calls",
+        "compactions",
+        "cwd",
+        "items",
+        "plan",
+        "status",
+        "total_cost_usd",
+        "upto_seq",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.upto_seq = 0
+        self.items: list[Item] = []
+        self.calls: dict[str, ToolCall] = {}
+        self.plan: list[Any] | None = None
+        self.usage: dict[str, Any] | None = None
+        self.total_cost_usd: float | None = None
+        self.agent_session_id: str | None = None
+        self.cwd: str | None = None
+        self.status: str | None = None
+        self.compactions = 0
+        # Chunks of the last item while it is still growing (joined once, not per chunk).
+        self._open: list[str] | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def interrupted_calls(self) -> list[ToolCall]:
+        """Calls that nothing ended, in the order they were proposed."""
+        return [call for call in self.calls.values() if call["status"] not in _ENDED]
+
+    @property
+    def user_turns(self) -> list[str]:
+        self._flush()
+        return [item.get("text", "") for item in self.items if item["type"] == "user"]
+
+    def view(self) -> list[Item]:
+        """The items, with the last text item complete."""
+        self._flush()
+        return self.items
+
+    # -- folding -------------------------------------------------------------------------
+
+    def apply(self, entries: Iterable[LogEntry]) -> Conversation:
+        """Fold entries with ``seq > upto_seq`` (earlier ones are skipped: applying twice is safe)."""
+        upto = self.upto_seq
+        for entry in entries:
+            seq = entry["seq"]
+            if seq <= upto:
+                continue
+            upto = seq
+            method = entry["method"]
+            payload = entry["payload"]
+            params = payload.get("params")
+            if type(params) is not dict:
+                continue
+            if method == "session/update":  # most entries: keep this path short
+                update = params.get("update")
+                if type(update) is dict and not _replayed(params) and not _replayed(update):
+                    self._update(update)
+            elif method == "session/prompt":
+                if entry["direction"] == "to_agent" and not _replayed(params):
+                    self._text("user", _prompt_text(params.get("prompt")), merge=False)
+            elif method is not None and method.startswith("_baton/") and not _replayed(params):
+                self._notification(method, params)
+        self.upto_seq = upto
+        return self
+
+    def _update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            self._text("agent", _content_text(update.get("content")), merge=True)
+        elif kind == "tool_call" or kind == "tool_call_update":
+            self._tool_update(update)
+        elif kind == "user_message_chunk":
+            self._text("user", _content_text(update.get("content")), merge=True)
+        elif kind == "plan":
+            entries = update.get("entries")
+            if isinstance(entries, list):
+                self._seal()
+                self.plan = entries
+                self.items.append({"type": "plan", "entries": entries})
+
+    def _text(self, role: ItemType, text: str, *, merge: bool) -> None:
+        if not text:
+            return
+        if merge and self._open is not None and self.items[-1]["type"] == role:
+            self._open.append(text)
+            return
+        self._seal()
+        self.items.append({"type": role, "text": text})
+        self._open = [text]
+
+    def _flush(self) -> None:
+        """Join the growing item's chunks; it stays open for more."""
+        if self._open is not None and len(self._open) > 1:
+            joined = "".join(self._open)
+            self.items[-1]["text"] = joined
+            self._open = [joined]
+
+    def _seal(self) -> None:
+        """End the growing item: the next text starts a new one."""
+        self._flush()
+        self._open = None
+
+    def _tool_update(self, update: dict[str, Any]) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            return
+        call = self.calls.get(call_id)
+        if call is None:
+            self._seal()
+            call = ToolCall(
+                id=call_id, tool=None, title=None, kind=None, input=None, status="pending", output=None, text=None
+            )
+            self.calls[call_id] = call
+            self.items.append({"type": "tool_call", "call_id": call_id})
+        meta = update.get("_meta")
+        baton = meta.get("baton") if isinstance(meta, dict) else None
+        if isinstance(baton, dict) and isinstance(baton.get("tool_name"), str):
+            call["tool"] = baton["tool_name"]
+        for field, key in (("title", "title"), ("kind", "kind")):
+            value = update.get(key)
+            if isinstance(value, str):
+                call[field] = value  # type: ignore[literal-required]
+        if call["tool"] is None:
+            call["tool"] = call["title"]
+        if "rawInput" in update and update["rawInput"] is not None:
+            call["input"] = update["rawInput"]
+        if call["status"] in _ENDED:
+            return  # a call ends once
+        status = update.get("status")
+        if isinstance(status, str):
+            call["status"] = status
+        if "rawOutput" in update and update["rawOutput"] is not None:
+            call["output"] = update["rawOutput"]
+        if status in ("completed", "failed"):
+            text = _content_text(update.get("content"))
+            if text:
+                call["text"] = text
+
+    def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "_baton/usage" or method == "_baton/turn_complete":
+            if isinstance(params.get("usage"), dict):
+                self.usage = params["usage"]
+            cost = params.get("total_cost_usd")
+            if isinstance(cost, int | float):
+                self.total_cost_usd = float(cost)
+        elif method == "_baton/compact_boundary":
+            self._seal()
+            self.items = []
+            self.calls = {call_id: call for call_id, call in self.calls.items() if call["status"] not in _ENDED}
+            self.compactions += 1
+            summary = params.get("summary")
+            if isinstance(summary, str) and summary:
+                self.items.append({"type": "summary", "text": summary})
+            for call_id in self.calls:
+                self.items.append({"type": "tool_call", "call_id": call_id})
+        elif method == "_baton/resume":
+            for call_id in params.get("interrupted_calls") or ():
+                call = self.calls.get(call_id) if isinstance(call_id, str) else None
+                if call is not None and call["status"] not in _ENDED:
+                    call["status"] = "interrupted"
+        elif method == "_baton/agent_session":
+            session_id = params.get("agent_session_id")
+            if isinstance(session_id, str):
+                self.agent_session_id = session_id
+        elif method == "_baton/run_started":
+            cwd = params.get("cwd")
+            if isinstance(cwd, str):
+                self.cwd = cwd
+        elif method == "_baton/status":
+            status = params.get("status")
+            if isinstance(status, str):
+                self.status = status
+
+    # -- storing -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready state that :meth:`from_dict` continues from."""
+        self._flush()
+        return {
+            "version": STATE_VERSION,
+            "upto_seq": self.upto_seq,
+            "items": self.items,
+            "calls": self.calls,
+            "plan": self.plan,
+            "usage": self.usage,
+            "total_cost_usd": self.total_cost_usd,
+            "agent_session_id": self.agent_session_id,
+            "cwd": self.cwd,
+            "status": self.status,
+            "compactions": self.compactions,
+            "open_text": self._open is not None,
+        }
+
+    @classmethod
+    def from_dict(cls, state: Mapping[str, Any]) -> Conversation:
+        """The conversation a stored state describes; ``ValueError`` for another version."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"conversation state version {state.get('version')!r}, expected {STATE_VERSION}")
+        conversation = cls()
+        conversation.upto_seq = int(state["upto_seq"])
+        conversation.items = [cast(Item, dict(item)) for item in state["items"]]
+        conversation.calls = {str(call_id): cast(ToolCall, dict(call)) for call_id, call in state["calls"].items()}
+        conversation.plan = state.get("plan")
+        conversation.usage = state.get("usage")
+        conversation.total_cost_usd = state.get("total_cost_usd")
+        conversation.agent_session_id = state.get("agent_session_id")
+        conversation.cwd = state.get("cwd")
+        conversation.status = state.get("status")
+        conversation.compactions = int(state.get("compactions") or 0)
+        if state.get("open_text") and conversation.items:
+            conversation._open = [conversation.items[-1].get("text", "")]
+        return conversation
+
+
+def _replayed(holder: dict[str, Any]) -> bool:
+    meta = holder.get("_meta")
+    if not meta or type(meta) is not dict:
+        return False
+    baton = meta.get("baton")
+    return type(baton) is dict and baton.get("replay") is True
+
+
+def _content_text(content: Any) -> str:
+    """The text of an ACP content block, or of a list of ``content`` items."""
+    if type(content) is dict:
+        if content.get("type") == "content":
+            return _content_text(content.get("content"))
+        text = content.get("text")
+        return text if type(text) is str else ""
+    if type(content) is list:
+        return "".join(_content_text(item) for item in content)
+    return ""
+
+
+def _prompt_text(blocks: Any) -> str:
+    if not isinstance(blocks, list):
+        return ""
+    parts = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "resource":
+            resource = block.get("resource")
+            if isinstance(resource, dict) and isinstance(resource.get("text"), str):
+                parts.append(resource["text"])
+    return "\n".join(parts)
