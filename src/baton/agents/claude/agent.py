@@ -67,6 +67,8 @@ class ClaudeLaunch:
     model: str | None = None
     max_budget_usd: float | None = None
     hook_timeout_seconds: float = 90.0
+    # Resume this Claude session (in the run's agent home), forked to the new pinned session id.
+    resume_session_id: str | None = None
 
 
 class ClaudeAgent:
@@ -143,6 +145,8 @@ class ClaudeAgent:
             can_use_tool=self._fallback_can_use_tool,
             stderr=self._on_stderr,
             max_budget_usd=launch.max_budget_usd,
+            resume=launch.resume_session_id,
+            fork_session=launch.resume_session_id is not None,
         )
         client = ClaudeSDKClient(options)
         self._console_sender = asyncio.create_task(self._send_console())
@@ -218,6 +222,8 @@ class ClaudeAgent:
         try:
             async for message in _raw_messages(client):
                 await self._send_updates(self._converter.convert(message))
+                if message.get("type") == "system" and message.get("subtype") == "compact_boundary":
+                    await self._notify_compaction(message)
                 if message.get("type") == "result" and self._turn is not None and not self._turn.done():
                     self._turn.set_result(message)
         except Exception as exc:
@@ -226,6 +232,16 @@ class ClaudeAgent:
             return
         if self._turn is not None and not self._turn.done():
             self._turn.set_exception(_exited("Claude Code exited during the turn"))
+
+    async def _notify_compaction(self, message: dict[str, Any]) -> None:
+        metadata = message.get("compact_metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        params = {
+            "sessionId": self._session_id,
+            "trigger": metadata.get("trigger"),
+            "pre_tokens": metadata.get("pre_tokens"),
+        }
+        await self._notify("_baton/compact_boundary", {**params, "_meta": {"baton": {"source": message}}})
 
     async def _pre_tool_use(self, hook_input: HookInput, tool_use_id: str | None, _ctx: HookContext) -> HookJSONOutput:
         data: dict[str, Any] = dict(hook_input)
