@@ -6,7 +6,7 @@ STAMP := $(VENV)/.setup-stamp
 PYTEST_ARGS ?=
 ONLY ?=
 
-.PHONY: setup test lint types pytest demo bench clean constraints
+.PHONY: setup test lint types pytest postgres-deps demo bench clean constraints
 
 setup: $(STAMP)
 
@@ -23,8 +23,16 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
-pytest: setup
+pytest: setup postgres-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The store tests start their own Postgres server (src/baton/testing/postgres.py); they need
+# its binaries. As root (CI: a fresh Debian machine) install Debian's package when missing.
+postgres-deps:
+	@if [ -n "$$BATON_PG_BIN" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
+	else echo "postgres-deps: install Debian's postgresql package (or set BATON_PG_BIN)" >&2; exit 1; fi
 
 # CI runs every fast test and a bounded sample of the slow ones (see tests/conftest.py).
 test: lint types pytest
@@ -32,7 +40,7 @@ test: lint types pytest
 demo: setup
 	$(BIN)/python -m baton.demo
 
-bench: setup
+bench: setup postgres-deps
 	$(BIN)/python -m bench $(if $(ONLY),--only $(ONLY))
 
 # Regenerate the pinned versions CI installs (on purpose, with a reviewable diff).

@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh BATON_HOME, real git repositories, leak checks for agent processes.
+"""Shared fixtures: a fresh BATON_HOME, real git repositories, leak checks for agent processes,
+store databases on SQLite and on a real Postgres server (``store_url``, ``postgres_url``).
 
 Slow tests (``@pytest.mark.slow``): all run with ``--slow=all``; by default a bounded sample
 of ``BATON_SLOW_SAMPLE`` (default 3) runs, chosen by ``BATON_SLOW_SEED`` (default: the day),
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from baton.config import Settings
+from baton.testing.postgres import TemporaryPostgres
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +56,29 @@ def baton_process_ids() -> list[int]:
         if state != "Z" and b"\0BATON_RUN_ID=" in b"\0" + environ:
             found.append(int(entry.name))
     return found
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryPostgres]:
+    """One real Postgres server on loopback for the whole session (see baton.testing.postgres)."""
+    server = TemporaryPostgres(durable=False)
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: TemporaryPostgres) -> str:
+    """The session server's own database (shared: tests that need a fresh one use store_url)."""
+    return postgres_server.url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store database, once on SQLite and once on Postgres."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'baton.db'}"
+    server: TemporaryPostgres = request.getfixturevalue("postgres_server")
+    return server.create_database()
 
 
 @pytest.fixture

@@ -16,17 +16,13 @@ def no_leftover_agent_processes() -> Iterator[None]:
 
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
+    """A SQLite database, for what is about SQLite itself; everything else uses ``store_url``."""
     return f"sqlite:///{tmp_path / 'baton.db'}"
 
 
 @pytest.fixture
-def store_url(db_url: str) -> str:
-    return db_url
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    async with Store.open(db_url) as opened:
+async def store(store_url: str) -> AsyncIterator[Store]:
+    async with Store.open(store_url) as opened:
         yield opened
 
 

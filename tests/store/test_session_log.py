@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from baton.errors import NotFoundError
 from baton.events.entry import LogEntry
 from baton.store import REDACTED, LogWriteError, Redactor, SessionLog, Store
+from baton.store.engine import READ_ONLY, make_engine
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -76,10 +76,10 @@ async def test_subscribe_replays_then_follows_without_gap_or_duplicate(log: Sess
         assert entries[-1]["payload"] == message(1499)
 
 
-async def test_subscribers_see_entries_only_once_committed(db_url: str, log: SessionLog, run_id: str) -> None:
-    database = Path(db_url.removeprefix("sqlite:///"))
+async def test_subscribers_see_entries_only_once_committed(store_url: str, log: SessionLog, run_id: str) -> None:
     checked = 0
-    with contextlib.closing(sqlite3.connect(database)) as outsider:
+    engine = make_engine(store_url)
+    with engine.connect().execution_options(**READ_ONLY) as outsider:
         follower = asyncio.create_task(collect(log, run_id))
         for n in range(200):
             log.append(run_id, "from_agent", None, message(n))
@@ -89,10 +89,12 @@ async def test_subscribers_see_entries_only_once_committed(db_url: str, log: Ses
         async with contextlib.aclosing(log.subscribe(run_id)) as entries:
             async for entry in entries:
                 # Read by another connection at the moment of delivery: it must be on disk.
-                row = outsider.execute("SELECT 1 FROM log_entries WHERE seq = ?", (entry["seq"],)).fetchone()
-                assert row is not None
+                row = outsider.execute(text("SELECT 1 FROM log_entries WHERE seq = :seq"), {"seq": entry["seq"]})
+                assert row.one_or_none() is not None
+                outsider.rollback()  # a fresh snapshot for the next read
                 checked += 1
         assert len(await follower) == checked == 200
+    engine.dispose()
 
 
 async def test_close_run_ends_subscribers_and_refuses_appends(log: SessionLog, run_id: str) -> None:
@@ -107,14 +109,14 @@ async def test_close_run_ends_subscribers_and_refuses_appends(log: SessionLog, r
     assert [entry["seq"] for entry in await collect(log, run_id, after=1)] == [2]
 
 
-async def test_a_run_continues_its_seq_in_a_new_session_log(db_url: str) -> None:
-    async with Store.open(db_url) as store:
+async def test_a_run_continues_its_seq_in_a_new_session_log(store_url: str) -> None:
+    async with Store.open(store_url) as store:
         run_id = (await store.create_run(agent="claude")).id
         async with SessionLog(store, Redactor()) as log:
             log.open_run(run_id)
             for n in range(5):
                 log.append(run_id, "from_agent", None, message(n))
-    async with Store.open(db_url) as store, SessionLog(store, Redactor()) as log:
+    async with Store.open(store_url) as store, SessionLog(store, Redactor()) as log:
         log.open_run(run_id)
         assert log.append(run_id, "baton", "_baton/resume", message(5)) == 6
         await log.flush()
@@ -134,14 +136,21 @@ async def test_a_run_not_held_is_replayed_and_ends(store: Store, log: SessionLog
             reader.open_run("run_missing")
 
 
-async def test_a_failing_write_surfaces(db_url: str, store: Store) -> None:
+async def test_a_failing_write_surfaces(store: Store) -> None:
     run_id = (await store.create_run(agent="claude")).id
-    database = Path(db_url.removeprefix("sqlite:///"))
-    with contextlib.closing(sqlite3.connect(database)) as connection:
-        connection.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON log_entries BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-        )
-        connection.commit()
+    with store.engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            connection.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON log_entries BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+            )
+        else:
+            connection.exec_driver_sql(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql"
+                " AS $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$"
+            )
+            connection.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON log_entries FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
     log = SessionLog(store, Redactor())
     await log.__aenter__()
     log.open_run(run_id)

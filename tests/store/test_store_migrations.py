@@ -15,11 +15,18 @@ from baton.store.tables import metadata
 pytestmark = pytest.mark.timeout(10)
 
 
-def test_blank_database_migrates_to_head(db_url: str) -> None:
-    store = Store.open(db_url)
+def test_blank_database_migrates_to_head(store_url: str) -> None:
+    store = Store.open(store_url)
     try:
         assert current_revision(store.engine) == head_revision()
-        assert {"runs", "log_entries", "alembic_version"} <= set(inspect(store.engine).get_table_names())
+        assert set(metadata.tables) | {"alembic_version"} == set(inspect(store.engine).get_table_names())
+    finally:
+        store.close()
+
+
+def test_sqlite_files_are_tuned(db_url: str) -> None:
+    store = Store.open(db_url)
+    try:
         with store.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
@@ -28,14 +35,14 @@ def test_blank_database_migrates_to_head(db_url: str) -> None:
         store.close()
 
 
-def test_opening_twice_is_a_no_op(db_url: str) -> None:
-    Store.open(db_url).close()
-    store = Store.open(db_url)
+def test_opening_twice_is_a_no_op(store_url: str) -> None:
+    Store.open(store_url).close()
+    store = Store.open(store_url)
     store.close()
 
 
-def test_tables_module_matches_the_migrations(db_url: str) -> None:
-    store = Store.open(db_url)
+def test_tables_module_matches_the_migrations(store_url: str) -> None:
+    store = Store.open(store_url)
     try:
         with store.engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), metadata)
@@ -44,8 +51,8 @@ def test_tables_module_matches_the_migrations(db_url: str) -> None:
         store.close()
 
 
-async def test_data_written_at_0001_reads_back_at_head(db_url: str) -> None:
-    engine = make_engine(db_url)
+async def test_data_written_at_0001_reads_back_at_head(store_url: str) -> None:
+    engine = make_engine(store_url)
     upgrade(engine, "0001")
     with engine.begin() as connection:
         connection.execute(
@@ -64,7 +71,7 @@ async def test_data_written_at_0001_reads_back_at_head(db_url: str) -> None:
             )
     engine.dispose()
 
-    async with Store.open(db_url) as store, SessionLog(store, Redactor()) as log:
+    async with Store.open(store_url) as store, SessionLog(store, Redactor()) as log:
         run = await store.get_run("run_old")
         assert (run.status, run.agent, run.created_at) == ("finished", "claude", "2026-11-01T00:00:00.000Z")
         entries = await log.read("run_old")

@@ -24,13 +24,23 @@ READ_ONLY: Final[dict[str, Any]] = {"baton_read_only": True}
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite files get WAL, ``synchronous=NORMAL`` and a busy timeout."""
+    """An engine for ``url``; SQLite files get WAL, ``synchronous=NORMAL`` and a busy timeout.
+
+    ``postgresql://`` (and ``postgres://``) URLs use the psycopg 3 driver.
+    """
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
     try:
         parsed = make_url(url)
     except Exception as exc:  # sqlalchemy raises ArgumentError and ValueError here
         raise UsageError("config_invalid", f"invalid database URL: {exc}") from exc
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            # postgresql:// means psycopg (v3) here, not SQLAlchemy's default psycopg2.
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return create_engine(parsed, pool_pre_ping=True)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed)
+        raise UsageError("config_invalid", "the store runs on SQLite or Postgres (postgresql://…)")
     if not parsed.database or parsed.database == ":memory:":
         raise UsageError("config_invalid", "the SQLite store needs a file (the log uses a second connection)")
     Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
