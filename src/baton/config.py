@@ -40,6 +40,8 @@ class Settings:
     claude_binary: Path | None = None
     anthropic_base_url: str | None = None
     anthropic_api_key: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
     agent_start_timeout_seconds: float = 60.0
 
     @property
@@ -70,6 +72,8 @@ _TOML_KEYS = {
     "claude_binary": Path,
     "anthropic_base_url": str,
     "anthropic_api_key": str,
+    "openai_base_url": str,
+    "openai_api_key": str,
     "agent_start_timeout_seconds": float,
 }
 
@@ -110,4 +114,8 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
         values["anthropic_base_url"] = env["ANTHROPIC_BASE_URL"]
     if env.get("ANTHROPIC_API_KEY"):
         values["anthropic_api_key"] = env["ANTHROPIC_API_KEY"]
+    if env.get("OPENAI_BASE_URL"):
+        values["openai_base_url"] = env["OPENAI_BASE_URL"]
+    if env.get("OPENAI_API_KEY"):
+        values["openai_api_key"] = env["OPENAI_API_KEY"]
     return values

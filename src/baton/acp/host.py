@@ -1,28 +1,48 @@
 """The host: baton's ACP *client* side of a run.
 
 It answers the agent's permission requests through the Gatekeeper (choosing the option by
-its ``kind`` and answering with that option's own id) and advertises only what it
-implements. Everything the agent says is already in the log (the tapping transport), so
-``session/update`` needs no work here.
+its ``kind`` and answering with that option's own id), serves ``fs/*`` confined to the
+workspace, and advertises only what it implements (no terminals). Everything the agent says
+is already in the log (the tapping transport), so ``session/update`` needs no work here
+beyond remembering the latest ``usage_update``.
+
+:class:`AgentNormalizer` sits between an agent's transport and the tap: it adds
+``_meta.baton.command`` (one string; Codex sends argv arrays) and ``_meta.baton.tool_name``
+(baton's name for the agent's tool) to tool calls, so the runner-event projection stays
+agent-agnostic.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp import RequestError
-from acp.schema import AllowedOutcome, DeniedOutcome, PermissionOption, RequestPermissionResponse
+from acp._transport import Transport
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
 
+from baton.acp.workspace import Workspace, workspace_error
+from baton.agents.registry import AgentEntry, bound_input_hash
+from baton.errors import WorkspaceError
+from baton.events.commands import command_string
 from baton.gates import Decision, Gatekeeper, ToolCall
 
-__all__ = ["NO_HUMAN_GATES_YET", "BatonHost", "choose_option"]
+__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "BatonHost", "choose_option"]
 
 # Until human gates exist, a policy answer of "ask" is a denial that says why.
 NO_HUMAN_GATES_YET = "no_human_gates_yet"
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
+_RANK = {"deny": 2, "ask": 1, "allow": 0}
 
 
 def choose_option(options: list[PermissionOption], allow: bool) -> str | None:
@@ -37,23 +57,34 @@ def choose_option(options: list[PermissionOption], allow: bool) -> str | None:
 class BatonHost:
     """The ACP client a run's agent talks to."""
 
-    def __init__(self, gatekeeper: Gatekeeper, wait_logged: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        gatekeeper: Gatekeeper,
+        wait_logged: Callable[[], Awaitable[None]],
+        *,
+        agent: AgentEntry | None = None,
+        workspace: Workspace | None = None,
+    ) -> None:
         self.gatekeeper = gatekeeper
         self._wait_logged = wait_logged
+        self.agent = agent
+        self.workspace = workspace
+        self.last_usage_update: dict[str, Any] | None = None
+        self._cancelled = asyncio.Event()
+
+    def cancel_pending(self) -> None:
+        """The turn is being cancelled: permission requests in flight are answered ``cancelled``."""
+        self._cancelled.set()
+
+    def turn_started(self) -> None:
+        self._cancelled = asyncio.Event()
+        self.last_usage_update = None
 
     async def request_permission(
         self, options: list[PermissionOption], session_id: str, tool_call: Any, **meta: Any
     ) -> RequestPermissionResponse:
-        found = meta.get("baton")
-        extra: dict[str, Any] = found if isinstance(found, dict) else {}
-        raw_input = extra.get("input", getattr(tool_call, "raw_input", None))
-        call = ToolCall(
-            tool_name=str(extra.get("tool_name") or getattr(tool_call, "title", None) or "unknown"),
-            input=raw_input if isinstance(raw_input, dict) else {},
-            tool_call_id=str(extra.get("tool_use_id") or tool_call.tool_call_id),
-            kind=str(extra.get("kind") or getattr(tool_call, "kind", None) or "other"),
-        )
-        decision = self.gatekeeper.decide(call)
+        calls = self._calls(tool_call, meta)
+        decision = _combine([self.gatekeeper.decide(call) for call in calls])
         if decision.behavior == "ask":
             decision = Decision(
                 behavior="deny",
@@ -65,29 +96,114 @@ class BatonHost:
         if allow and option_id is None:
             allow, option_id = False, choose_option(options, False)
             decision = Decision(behavior="deny", reason="no_allow_option", message="the agent offered no allow option")
+        baton: dict[str, Any] = {"decision": "allow" if allow else "deny", "reason": decision.reason}
+        baton["message"] = decision.message
+        if self.agent is not None:
+            bound = self.agent.bound_input(tool_call.model_dump(by_alias=True, exclude_none=True))
+            baton["bound_call_id"] = tool_call.tool_call_id
+            baton["bound_input_hash"] = bound_input_hash(bound)
+            baton["tool_name"] = calls[0].tool_name
         # The decision is an effect baton performs: it waits for the request to be committed.
         await self._wait_logged()
+        if self._cancelled.is_set():
+            baton.update(decision="deny", reason="cancelled", message="the turn was cancelled")
+            option_id = None
         outcome: AllowedOutcome | DeniedOutcome = (
             AllowedOutcome(outcome="selected", option_id=option_id)
             if option_id is not None
             else DeniedOutcome(outcome="cancelled")
         )
-        return RequestPermissionResponse(
-            outcome=outcome,
-            field_meta={
-                "baton": {
-                    "decision": "allow" if allow else "deny",
-                    "reason": decision.reason,
-                    "message": decision.message,
-                }
-            },
-        )
+        return RequestPermissionResponse(outcome=outcome, field_meta={"baton": baton})
+
+    def _calls(self, tool_call: Any, meta: dict[str, Any]) -> list[ToolCall]:
+        found = meta.get("baton")
+        extra: dict[str, Any] = found if isinstance(found, dict) else {}
+        raw_input = extra.get("input", getattr(tool_call, "raw_input", None))
+        raw = raw_input if isinstance(raw_input, dict) else {}
+        call_id = str(extra.get("tool_use_id") or tool_call.tool_call_id)
+        kind = extra.get("kind") or getattr(tool_call, "kind", None)
+        if not extra and self.agent is not None and self.agent.tool_calls is not None:
+            calls = self.agent.tool_calls(call_id, None if kind is None else str(kind), raw)
+            if calls:
+                return calls
+        name = str(extra.get("tool_name") or getattr(tool_call, "title", None) or "unknown")
+        return [ToolCall(tool_name=name, input=raw, tool_call_id=call_id, kind=str(kind or "other"))]
 
     async def session_update(self, session_id: str, update: Any, **meta: Any) -> None:
-        return None
+        if getattr(update, "session_update", None) == "usage_update":
+            self.last_usage_update = update.model_dump(by_alias=True, exclude_none=True)
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> ReadTextFileResponse:
+        workspace = self._require_workspace()
+        try:
+            return ReadTextFileResponse(content=await workspace.read_text_file(path, line, limit))
+        except WorkspaceError as exc:
+            raise workspace_error(exc) from exc
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
+        workspace = self._require_workspace()
+        try:
+            await workspace.write_text_file(path, content)
+        except WorkspaceError as exc:
+            raise workspace_error(exc) from exc
+        return WriteTextFileResponse()
+
+    def _require_workspace(self) -> Workspace:
+        if self.workspace is None:
+            raise RequestError.method_not_found("fs")
+        return self.workspace
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
+
+
+def _combine(decisions: list[Decision]) -> Decision:
+    """Several calls in one request (a patch of several files): the strictest decision wins."""
+    return max(decisions, key=lambda decision: _RANK[decision.behavior])
+
+
+class AgentNormalizer:
+    """Adds baton's names to an agent's tool calls before the tap logs them."""
+
+    def __init__(self, inner: Transport, agent: AgentEntry) -> None:
+        self._inner = inner
+        self._tool_names = agent.tool_names
+        self._tool_calls = agent.tool_calls
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._inner.send(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        message = await self._inner.receive()
+        if message is not None and message.get("method") == "session/update":
+            params = message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict) and update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                self._annotate(update)
+        return message
+
+    def _annotate(self, update: dict[str, Any]) -> None:
+        raw = update.get("rawInput") or update.get("rawOutput")
+        if not isinstance(raw, dict):
+            return
+        extra: dict[str, Any] = {}
+        command = raw.get("command")
+        if isinstance(command, list | str) and command:
+            extra["command"] = command_string(command)
+            extra["tool_name"] = self._tool_names.get("exec_command", "Bash")
+        elif "changes" in raw:
+            extra["tool_name"] = self._tool_names.get("apply_patch", "Edit")
+        if not extra:
+            return
+        meta = update.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        baton = meta.get("baton")
+        update["_meta"] = {**meta, "baton": {**(baton if isinstance(baton, dict) else {}), **extra}}
+
+    async def close(self) -> None:
+        await self._inner.close()

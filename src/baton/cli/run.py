@@ -70,9 +70,12 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
     from baton.testing import ScriptedModelServer
 
     with ScriptedModelServer(scenario) as server:
+        key = "scripted-" + secrets.token_hex(12)
         yield {
             "anthropic_base_url": server.base_url,
-            "anthropic_api_key": "scripted-" + secrets.token_hex(12),
+            "anthropic_api_key": key,
+            "openai_base_url": server.base_url + "/v1",
+            "openai_api_key": key,
         }
 
 

@@ -9,8 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 
+from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
+from baton.agents.launch import SubprocessLaunch, prepare_subprocess_agent
+from baton.agents.registry import AGENTS, AgentEntry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
@@ -21,8 +24,6 @@ from baton.runs.spec import RunOutcome, RunSpec
 from baton.store import Redactor, SessionLog, Store
 
 __all__ = ["Baton", "RunHandle"]
-
-_AGENTS = ("claude",)
 
 
 class RunHandle:
@@ -100,12 +101,15 @@ class Baton:
         repo = Path(spec.repo)
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
-        if spec.agent not in _AGENTS:
-            raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(_AGENTS)}")
+        entry = AGENTS.get(spec.agent)
+        if entry is None:
+            raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(AGENTS)}")
         if spec.budget_usd is not None and spec.budget_usd <= 0:
             raise UsageError("invalid_argument", "--budget-usd must be positive")
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         gatekeeper = Gatekeeper(policy, repo.resolve())
+        if entry.package is not None:
+            return await self._start_subprocess(spec, entry, gatekeeper, repo.resolve())
         api_key = self.settings.anthropic_api_key
         if not api_key:
             raise RefusedError(
@@ -144,6 +148,33 @@ class Baton:
             max_budget_usd=spec.budget_usd,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
         )
+        return self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None)
+
+    async def _start_subprocess(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, repo: Path
+    ) -> RunHandle:
+        """An ACP agent baton spawns (codex): refused unless it can be made to ask for what the policy gates."""
+        prepared = prepare_subprocess_agent(
+            entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
+        )
+        record = await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=str(repo),
+            cwd=str(repo),
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+        )
+        self.redactor.add(prepared.api_key)
+        launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
+        agent = prepared.start(launch)
+        return self._execute(record.id, spec, gatekeeper, agent, entry)
+
+    def _execute(
+        self, run_id: str, spec: RunSpec, gatekeeper: Gatekeeper, agent: AgentProcess, entry: AgentEntry | None
+    ) -> RunHandle:
         self.log.open_run(run_id)
         execution = RunExecution(
             run_id=run_id,
@@ -151,8 +182,9 @@ class Baton:
             store=self.store,
             log=self.log,
             gatekeeper=gatekeeper,
-            agent=InProcessClaude(launch),
+            agent=agent,
             start_timeout=self.settings.agent_start_timeout_seconds,
+            entry=entry,
         )
         handle = RunHandle(execution, asyncio.create_task(execution.run(), name=f"baton-run-{run_id}"))
         self._runs[run_id] = handle

@@ -18,9 +18,12 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from baton.acp.extensions import StatusParams, notification
-from baton.acp.host import BatonHost
+from baton.acp.host import AgentNormalizer, BatonHost
 from baton.acp.tap import TappingTransport
+from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
+from baton.agents.registry import AgentEntry
+from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
@@ -38,11 +41,14 @@ class _TurnUsage:
 class _UsageRecordingHost(BatonHost):
     """Keeps the agent's last ``_baton/usage`` so baton can close the turn with it."""
 
-    def __init__(self, gatekeeper: Gatekeeper, tap: TappingTransport, log: SessionLog, run_id: str) -> None:
+    def __init__(
+        self, gatekeeper: Gatekeeper, tap: TappingTransport, log: SessionLog, run_id: str, entry: AgentEntry | None
+    ) -> None:
         async def wait_logged() -> None:
             await log.wait_committed(run_id, tap.last_seq)
 
-        super().__init__(gatekeeper, wait_logged)
+        workspace = Workspace(gatekeeper.workspace, wait_logged)
+        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace)
         self.turn = _TurnUsage()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -63,6 +69,7 @@ class RunExecution:
         gatekeeper: Gatekeeper,
         agent: AgentProcess,
         start_timeout: float,
+        entry: AgentEntry | None = None,
     ) -> None:
         self.run_id = run_id
         self.spec = spec
@@ -70,6 +77,7 @@ class RunExecution:
         self._log = log
         self._gatekeeper = gatekeeper
         self._agent = agent
+        self._entry = entry  # a registry entry: the host maps its tools and binds its calls
         self._start_timeout = start_timeout
         self._cancel = asyncio.Event()
         self._session_id: str | None = None
@@ -141,11 +149,16 @@ class RunExecution:
 
     async def _converse(self, cwd: str) -> RunOutcome:
         try:
-            tap = TappingTransport(await self._agent.start(), self._log, self.run_id)
-            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id)
+            transport = await self._agent.start()
+            if self._entry is not None:
+                transport = AgentNormalizer(transport, self._entry)
+            tap = TappingTransport(transport, self._log, self.run_id)
+            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry)
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)
+            except ConnectionError as exc:
+                raise await self._exited() from exc
             finally:
                 with contextlib.suppress(Exception):
                     await conn.close()
@@ -153,8 +166,9 @@ class RunExecution:
             await self._agent.aclose()
 
     async def _drive(self, conn: Any, host: _UsageRecordingHost, cwd: str) -> RunOutcome:
+        # Honest: the host serves fs/* (confined to the workspace) and no terminals.
         capabilities = ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
         )
         try:
             async with asyncio.timeout(self._start_timeout):
@@ -171,14 +185,18 @@ class RunExecution:
 
     async def _turn(self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: str) -> RunOutcome:
         host.turn.params = None
+        host.turn_started()
         prompt_task = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(prompt)]))
         cancel_task = asyncio.ensure_future(self._cancel.wait())
         try:
             await asyncio.wait({prompt_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
             if cancel_task.done() and not prompt_task.done():
+                host.cancel_pending()
                 await conn.cancel(session_id=session_id)
             try:
                 response = await prompt_task
+            except ConnectionError as exc:
+                raise await self._exited() from exc
             except RequestError as exc:
                 error = _agent_error(exc)
                 failed_usage: dict[str, Any] = host.turn.params or {}
@@ -193,7 +211,7 @@ class RunExecution:
                 )
         finally:
             cancel_task.cancel()
-        usage: dict[str, Any] = host.turn.params or {}
+        usage: dict[str, Any] = host.turn.params or _acp_usage(response, host.last_usage_update)
         stop_reason = str(response.stop_reason)
         self._note(
             "turn_complete",
@@ -204,9 +222,12 @@ class RunExecution:
                 "duration_ms": usage.get("duration_ms"),
             },
         )
+        # Only a cancel baton asked for cancels the run: Codex also ends a turn "cancelled"
+        # when a permission is answered with its only reject option (abort).
+        cancelled = stop_reason == "cancelled" and self._cancel.is_set()
         return RunOutcome(
             self.run_id,
-            "cancelled" if stop_reason == "cancelled" else "finished",
+            "cancelled" if cancelled else "finished",
             stop_reason=stop_reason,
             total_cost_usd=usage.get("total_cost_usd"),
             duration_ms=usage.get("duration_ms"),
@@ -214,6 +235,28 @@ class RunExecution:
             result=usage.get("result"),
             usage=usage.get("usage"),
         )
+
+    async def _exited(self) -> AgentError:
+        """``agent_exited`` with the exit status and the last stderr lines, when the agent is a process."""
+        if isinstance(self._agent, SubprocessAgent):
+            report = await self._agent.exit_report()
+            return AgentError(
+                "agent_exited",
+                report.describe(),
+                details={"returncode": report.returncode, "stderr_tail": report.stderr_tail},
+            )
+        return AgentError("agent_exited", "the agent closed the connection")
+
+
+def _acp_usage(response: Any, usage_update: dict[str, Any] | None) -> dict[str, Any]:
+    """Usage of an ACP agent that sends no ``_baton/usage``: the prompt response's, else the
+    latest ``usage_update`` (Codex 0.16 sends only the context window: ``used``, ``size``)."""
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        return {"usage": usage.model_dump(by_alias=True, exclude_none=True)}
+    if usage_update is not None:
+        return {"usage": {key: value for key, value in usage_update.items() if key != "sessionUpdate"}}
+    return {}
 
 
 def _agent_error(exc: RequestError) -> AgentError:

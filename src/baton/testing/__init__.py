@@ -1,6 +1,6 @@
 """Offline determinism: a scripted model server and the scenarios it plays.
 
-``ScriptedModelServer`` speaks the Anthropic Messages API on loopback and answers from a
+``ScriptedModelServer`` speaks the Anthropic Messages API and the OpenAI Responses API on loopback and answers from a
 scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Tests, the
 ``--scenario`` option and ``make demo`` use it instead of a real model.
 """

@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -19,7 +20,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from baton.errors import UsageError
-from baton.testing import _anthropic
+from baton.testing import _anthropic, _responses
 from baton.testing._scenario import Failure, Scenario, TextBlock, load_scenario
 from baton.testing._selection import (
     SIDE_REPLY_TEXT,
@@ -201,6 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path == _anthropic.MESSAGES_PATH and isinstance(body, dict):
             self._answer_messages(body)
+        elif path == _responses.RESPONSES_PATH and isinstance(body, dict):
+            self._answer_responses(body)
         elif path == f"{_anthropic.MESSAGES_PATH}/count_tokens":
             self._record(body)
             self._send_json(200, {"input_tokens": self.server.owner.scenario.usage["input_tokens"]})
@@ -220,13 +223,30 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._send_json(200, _anthropic.message_json(reply, model=model))
             return
+        self._stream(_anthropic.sse_events(reply, model=model))
+
+    def _answer_responses(self, body: dict[str, Any]) -> None:
+        reply = self.server.owner._reply_to(_responses.read_conversation(body))
+        self._record(body, reply)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.failure is not None:
+            self._send_failure(reply.failure, _responses.error_body)
+            return
+        if not body.get("stream"):
+            items = _responses.response_items(reply, body)
+            self._send_json(200, {"object": "response", "status": "completed", "output": items})
+            return
+        self._stream(_responses.sse_events(reply, body))
+
+    def _stream(self, events: Iterator[bytes]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         try:
-            for event in _anthropic.sse_events(reply, model=model):
+            for event in events:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.write(b"0\r\n\r\n")
         except OSError:  # the client went away mid-stream
@@ -240,13 +260,15 @@ class _Handler(BaseHTTPRequestHandler):
         scenario, step = (reply.scenario, reply.step) if reply else (None, None)
         self.server.owner._record(RecordedRequest(self.command, self.path, headers, body, scenario, step))
 
-    def _send_failure(self, failure: Failure) -> None:
+    def _send_failure(
+        self, failure: Failure, error_body: Callable[[Failure], tuple[int, dict[str, Any]]] = _anthropic.error_body
+    ) -> None:
         if failure.drops_connection:
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
-        status, body = _anthropic.error_body(failure)
+        status, body = error_body(failure)
         self._send_json(status, body)
 
     def _send_json(self, status: int, body: dict[str, Any]) -> None:

@@ -1,0 +1,94 @@
+"""From a run request to a started subprocess agent: the checks first, then the command.
+
+Everything that can refuse a run is checked before the run is recorded: the policy must be
+enforceable on the agent (``mode_not_enforceable``), a USD budget needs an agent that reports
+cost (``budget_not_supported``), the agent must be installed (``agent_not_installed``) and
+model credentials present (``model_credentials_missing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
+from baton.agents.subprocess import LaunchContext, SubprocessAgent
+from baton.config import Settings
+from baton.errors import AgentError, RefusedError
+from baton.gates import Gatekeeper
+
+__all__ = ["PreparedAgent", "SubprocessLaunch", "prepare_subprocess_agent"]
+
+
+@dataclass(frozen=True)
+class SubprocessLaunch:
+    run_id: str
+    workspace: Path
+    agent_home: Path
+    model: str | None
+
+
+@dataclass(frozen=True)
+class PreparedAgent:
+    """A subprocess agent that passed every check, with the native setting it will run under."""
+
+    entry: AgentEntry
+    setting: NativeSetting
+    executable: Path
+    base_url: str | None
+    api_key: str
+    passthrough: tuple[str, ...]
+    parent: Mapping[str, str]
+
+    def start(self, launch: SubprocessLaunch) -> SubprocessAgent:
+        """The agent for one run (its home written; the process starts with ``start()``)."""
+        if self.entry.launch is None:
+            raise AgentError("agent_not_installed", f"{self.entry.name} has no launch recipe")
+        context = LaunchContext(
+            run_id=launch.run_id,
+            workspace=launch.workspace,
+            agent_home=launch.agent_home,
+            model=launch.model,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            passthrough=self.passthrough,
+            parent=self.parent,
+            setting=self.setting.config,
+        )
+        return SubprocessAgent(self.entry.name, self.entry.launch(context, self.executable))
+
+
+def prepare_subprocess_agent(
+    entry: AgentEntry,
+    gatekeeper: Gatekeeper,
+    settings: Settings,
+    *,
+    parent: Mapping[str, str],
+    budget_usd: float | None = None,
+) -> PreparedAgent:
+    setting = choose_setting(entry, gatekeeper)
+    if budget_usd is not None and not entry.reports_cost:
+        raise RefusedError("budget_not_supported", f"{entry.name} reports no cost, so a USD budget cannot be enforced")
+    executable = entry.executable()
+    if executable is None:
+        raise AgentError(
+            "agent_not_installed",
+            f"{entry.name} ({entry.package}@{entry.version}) is not installed; run `make setup`",
+        )
+    api_key = settings.openai_api_key
+    if not api_key:
+        raise RefusedError(
+            "model_credentials_missing",
+            "no model credentials: set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint), "
+            "or pass --scenario NAME to use baton's scripted model",
+        )
+    return PreparedAgent(
+        entry=entry,
+        setting=setting,
+        executable=executable,
+        base_url=settings.openai_base_url,
+        api_key=api_key,
+        passthrough=settings.agent_env_passthrough,
+        parent=parent,
+    )

@@ -1,0 +1,290 @@
+"""The agents baton knows: how to install and start each one, and what it asks before acting.
+
+Each :class:`AgentEntry` records the npm package and pinned version (installed by
+``make setup`` into ``agents/node_modules``), the command, the tool-name mapping onto baton's
+tools (so policy rules mean the same for every agent), the ``bound_input`` extractor (what a
+human must see of a call; its RFC 8785 hash binds a decision to it), and the **mode matrix**:
+the agent's native permission settings, each with the calls that reach baton's Gatekeeper and
+the calls the agent makes *without asking* (as probe calls in baton's names).
+
+A policy (mode + rules) is enforceable on an agent when, for one of its native settings, the
+Gatekeeper allows every call the agent would make unasked under it; baton runs the agent with
+the first such setting (fewest round trips first) and refuses the run otherwise with
+``mode_not_enforceable`` and the calls that would escape. See docs/agents.md for the evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from baton.agents.codex import CodexSetting, codex_command
+from baton.agents.subprocess import AgentCommand, LaunchContext
+from baton.errors import RefusedError
+from baton.events.commands import command_string
+from baton.gates import Gatekeeper, ToolCall
+
+__all__ = [
+    "AGENTS",
+    "AGENTS_DIR",
+    "AgentEntry",
+    "NativeSetting",
+    "Probe",
+    "bound_input_hash",
+    "choose_setting",
+    "codex_bound_input",
+    "codex_tool_calls",
+    "get_agent",
+]
+
+AGENTS_DIR = Path(__file__).resolve().parents[3] / "agents"
+"""The project-local npm prefix ``make setup`` installs pinned agents into."""
+
+WORKSPACE = "{workspace}"  # placeholder in probe paths, replaced by the run's workspace
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One kind of call an agent makes without asking, as a call baton can decide."""
+
+    description: str
+    tool_name: str
+    input: Mapping[str, str]
+
+    def call(self, workspace: Path) -> ToolCall:
+        filled = {key: value.replace(WORKSPACE, str(workspace)) for key, value in self.input.items()}
+        return ToolCall(self.tool_name, filled, "probe")
+
+
+@dataclass(frozen=True)
+class NativeSetting:
+    """One native permission setting of an agent and what it makes the agent ask."""
+
+    name: str
+    native: str  # the agent's own words for it
+    reaches_gatekeeper: str
+    unasked: tuple[Probe, ...]
+    evidence: str  # the test that proves the row against the real agent
+    config: Any = None  # the agent-specific configuration (CodexSetting for codex)
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    name: str
+    package: str | None  # npm package, None for an agent bundled with baton
+    version: str
+    command: tuple[str, ...]  # relative to AGENTS_DIR for npm agents
+    env_recipe: str
+    config_recipe: str
+    tool_names: Mapping[str, str]  # the agent's tool → baton's tool
+    bound_input: Callable[[dict[str, Any]], dict[str, Any]]
+    settings: tuple[NativeSetting, ...]  # preference order: fewest permission round trips first
+    tool_calls: Callable[[str, str | None, dict[str, Any]], list[ToolCall]] | None = None
+    launch: Callable[[LaunchContext, Path], AgentCommand] | None = None
+    reports_cost: bool = False
+
+    def executable(self) -> Path | None:
+        """The installed command, or None when the package is not installed."""
+        if self.package is None:
+            return None
+        path = Path(self.command[0]) if Path(self.command[0]).is_absolute() else AGENTS_DIR / self.command[0]
+        return path if path.is_file() else None
+
+    def installed_version(self) -> str | None:
+        if self.package is None:
+            return self.version
+        manifest = AGENTS_DIR / "node_modules" / self.package / "package.json"
+        if not manifest.is_file():
+            return None
+        import json
+
+        version = json.loads(manifest.read_text()).get("version")
+        return str(version) if version else None
+
+    def describe(self) -> dict[str, Any]:
+        """The ``baton agents --json`` object."""
+        installed = self.package is None or self.executable() is not None
+        return {
+            "name": self.name,
+            "installed": installed,
+            "version": self.installed_version() if self.package else self.version,
+            "package": f"{self.package}@{self.version}" if self.package else None,
+            "command": [str(AGENTS_DIR / self.command[0]), *self.command[1:]] if self.package else list(self.command),
+            "modes": [
+                {
+                    "native": setting.name,
+                    "setting": setting.native,
+                    "reaches_gatekeeper": setting.reaches_gatekeeper,
+                    "unasked": [probe.description for probe in setting.unasked],
+                    "evidence": setting.evidence,
+                }
+                for setting in self.settings
+            ],
+            "tools": dict(self.tool_names),
+        }
+
+
+def bound_input_hash(bound: Mapping[str, Any]) -> str:
+    """sha256 of the RFC 8785 (JCS) canonical JSON of a ``bound_input``."""
+    return hashlib.sha256(rfc8785.dumps(dict(bound))).hexdigest()
+
+
+def choose_setting(entry: AgentEntry, gatekeeper: Gatekeeper) -> NativeSetting:
+    """The first native setting under which everything the agent does unasked is allowed."""
+    reasons: list[str] = []
+    for setting in entry.settings:
+        escaping = []
+        for probe in setting.unasked:
+            decision = gatekeeper.decide(probe.call(gatekeeper.workspace))
+            if decision.behavior != "allow":
+                escaping.append(f"{probe.description} ({decision.behavior}, {decision.reason})")
+        if not escaping:
+            return setting
+        reasons.append(
+            f"under {setting.name} ({setting.native}) {entry.name} would, without asking: " + "; ".join(escaping)
+        )
+    raise RefusedError(
+        "mode_not_enforceable",
+        f"{entry.name} cannot be made to ask for everything this policy "
+        f"({gatekeeper.policy.mode}) gates: " + " | ".join(reasons),
+        details={"agent": entry.name, "mode": gatekeeper.policy.mode, "reasons": reasons},
+    )
+
+
+# -- Claude -----------------------------------------------------------------------------------
+
+
+def claude_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """Claude: the tool name and its input."""
+    meta = (tool_call.get("_meta") or {}).get("baton") or {}
+    return {"tool_name": meta.get("tool_name") or tool_call.get("title"), "input": tool_call.get("rawInput") or {}}
+
+
+# -- Codex ------------------------------------------------------------------------------------
+
+_CODEX_VOLATILE = frozenset({"call_id", "turn_id", "started_at_ms", "process_id", "auto_approved", "source"})
+
+
+def codex_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """Codex: the kind and the command (argv, cwd) or the patch, without per-proposal ids."""
+    raw = tool_call.get("rawInput") or {}
+    bound: dict[str, Any] = {"kind": tool_call.get("kind")}
+    if "command" in raw:
+        bound["command"] = raw.get("command")
+        bound["cwd"] = raw.get("cwd")
+    elif "changes" in raw:
+        bound["changes"] = raw.get("changes")
+    else:
+        bound["input"] = {key: value for key, value in raw.items() if key not in _CODEX_VOLATILE}
+    return bound
+
+
+def codex_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> list[ToolCall]:
+    """A Codex permission request as baton's calls: a command is Bash, a patch one call per file."""
+    command = raw.get("command")
+    if isinstance(command, (list, str)) and command:
+        return [ToolCall("Bash", {"command": command_string(command)}, tool_call_id, kind)]
+    changes = raw.get("changes")
+    if isinstance(changes, dict) and changes:
+        calls = []
+        for path, change in changes.items():
+            change = change if isinstance(change, dict) else {}
+            if change.get("type") == "add":
+                calls.append(ToolCall("Write", {"file_path": path, "content": change.get("content", "")}, tool_call_id))
+            else:
+                calls.append(ToolCall("Edit", {"file_path": path}, tool_call_id, kind))
+            if isinstance(change.get("move_path"), str):
+                calls.append(ToolCall("Write", {"file_path": change["move_path"]}, tool_call_id, kind))
+        return calls
+    return [ToolCall(f"codex:{kind or 'unknown'}", dict(raw), tool_call_id, kind)]
+
+
+def _codex_binary() -> str:
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    # The npm .bin entry is a node wrapper around this native binary; start the binary itself.
+    return f"node_modules/@zed-industries/codex-acp-linux-{machine or 'x64'}/bin/codex-acp"
+
+
+_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native="approval_policy=untrusted, sandbox_mode=workspace-write, execpolicy prompt rules for Codex's safe commands",
+    reaches_gatekeeper="every exec_command (the rules cover the commands Codex calls safe) and every apply_patch",
+    unasked=(),
+    evidence="tests/agents/codex/test_codex_modes.py::test_ask_all_sends_every_command_and_patch_to_the_gatekeeper",
+    config=CodexSetting("untrusted", "workspace-write", ask_for_safe_commands=True),
+)
+_AUTO = NativeSetting(
+    name="auto",
+    native="approval_policy=on-request, sandbox_mode=workspace-write (codex-acp's Default preset)",
+    reaches_gatekeeper="commands the model escalates out of the sandbox, patches outside the workspace",
+    unasked=(
+        Probe("run any command in its sandbox, e.g. `touch made.txt`", "Bash", {"command": "touch made.txt"}),
+        Probe("patch files in the workspace", "Edit", {"file_path": f"{WORKSPACE}/src/app.js"}),
+        Probe(
+            "patch files under .claude/ and .baton/ in the workspace",
+            "Write",
+            {"file_path": f"{WORKSPACE}/.claude/settings.json"},
+        ),
+    ),
+    evidence="tests/agents/codex/test_codex_modes.py::test_auto_runs_commands_and_patches_without_asking",
+    config=CodexSetting("on-request", "workspace-write", ask_for_safe_commands=False),
+)
+
+CODEX = AgentEntry(
+    name="codex",
+    package="@zed-industries/codex-acp",
+    version="0.16.0",
+    command=(_codex_binary(),),
+    env_recipe=(
+        "PATH, LANG, LC_*, TZ, TERM and the configured passthrough; HOME and CODEX_HOME in the run's agent home; "
+        "TMPDIR inside it (Codex refuses its sandbox helpers under /tmp); OPENAI_API_KEY; BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "CODEX_HOME/config.toml: provider `baton` from OPENAI_BASE_URL (wire_api responses, env_key OPENAI_API_KEY, "
+        "retries 0), model, approval_policy and sandbox_mode of the chosen native setting, analytics, feedback, "
+        "update checks and plugins off; CODEX_HOME/rules/baton.rules for ask-all"
+    ),
+    tool_names={"exec_command": "Bash", "apply_patch": "Edit", "write_stdin": "Bash", "view_image": "Read"},
+    bound_input=codex_bound_input,
+    settings=(_AUTO, _ASK_ALL),
+    tool_calls=codex_tool_calls,
+    launch=codex_command,
+)
+
+CLAUDE = AgentEntry(
+    name="claude",
+    package=None,
+    version="claude-agent-sdk (bundled Claude Code)",
+    command=("in-process",),
+    env_recipe="see baton.agents.claude.environment",
+    config_recipe="setting_sources=[], strict_mcp_config, a PreToolUse hook on every tool",
+    tool_names={},
+    bound_input=claude_bound_input,
+    reports_cost=True,
+    settings=(
+        NativeSetting(
+            name="hook",
+            native="a PreToolUse hook on every tool (Claude Code stays in its default mode)",
+            reaches_gatekeeper="every tool call",
+            unasked=(),
+            evidence="tests/runs/test_claude_host.py",
+        ),
+    ),
+)
+
+AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX)}
+
+
+def get_agent(name: str) -> AgentEntry:
+    from baton.errors import UsageError
+
+    entry = AGENTS.get(name)
+    if entry is None:
+        raise UsageError("invalid_argument", f"unknown agent {name!r}; known: {', '.join(AGENTS)}")
+    return entry
