@@ -156,7 +156,7 @@ def gate_resolved() -> EntryLog:
 def snapshot_captured() -> EntryLog:
     log = _started()
     log.baton(
-        "snapshot_captured",
+        "tree_snapshot",
         {
             "snapshot_id": "s1",
             "tree_hash": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",

@@ -64,7 +64,7 @@ _PASS_THROUGH = {
         ),
     ),
     "_baton/gate_resolved": ("gate.resolved", ("gate_id", "decision", "reason", "decided_by")),
-    "_baton/snapshot_captured": (
+    "_baton/tree_snapshot": (
         "snapshot.captured",
         ("snapshot_id", "tree_hash", "added", "modified", "deleted", "log_seq_from", "log_seq_to"),
     ),

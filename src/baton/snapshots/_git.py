@@ -1,0 +1,73 @@
+"""Running git for baton: a clean environment, explicit directories, errors translated once.
+
+Every git process baton starts gets an environment with no ``GIT_*`` variable of the caller
+(``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE`` … would redirect it into the user's
+repository), no system or global configuration (hooks, filters, fsmonitor and aliases of the
+user never run), and literal pathspecs (a file named ``*`` is a file, not a glob).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "run_git"]
+
+EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_IDENTITY: Final = {
+    "GIT_AUTHOR_NAME": "baton",
+    "GIT_AUTHOR_EMAIL": "baton@localhost",
+    "GIT_COMMITTER_NAME": "baton",
+    "GIT_COMMITTER_EMAIL": "baton@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
+
+
+class GitFailed(RuntimeError):
+    """A git command baton ran failed; ``stderr`` says why."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"git {' '.join(args[:3])} exited {returncode}: {stderr.strip()[:2000]}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment without any ``GIT_*`` variable, plus baton's fixed settings."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "LC_ALL": "C",
+        }
+    )
+    env.update(_IDENTITY)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    input: bytes | None = None,
+    cwd: Path | None = None,
+    ok_codes: tuple[int, ...] = (0,),
+) -> bytes:
+    """Run ``git ARGS`` and return its stdout; a status outside ``ok_codes`` raises :class:`GitFailed`."""
+    try:
+        done = subprocess.run(["git", *args], env=dict(env), input=input, capture_output=True, cwd=cwd, check=False)
+    except OSError as exc:
+        raise GitFailed(list(args), -1, f"cannot run git: {exc}") from exc
+    if done.returncode not in ok_codes:
+        raise GitFailed(list(args), done.returncode, done.stderr.decode("utf-8", "replace"))
+    return done.stdout

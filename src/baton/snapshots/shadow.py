@@ -1,0 +1,588 @@
+"""The shadow repository: a git directory baton owns, with the user's repository as work tree.
+
+``BATON_HOME/runs/<run_id>/shadow.git`` is a bare-style git directory (never inside the user's
+``.git``, never a ``git worktree`` of it). Every command runs as ``git`` with ``GIT_DIR`` = the
+shadow, ``GIT_WORK_TREE`` = the user's folder and ``GIT_INDEX_FILE`` = the shadow's own index,
+so the user's branch, index, HEAD and ``.git`` are only ever *read*:
+
+- the user's objects are reachable through ``objects/info/alternates`` (read-only by git's
+  design), so hashing the tree at HEAD writes nothing new;
+- the first capture starts from a copy of the user's index, whose stat cache makes the first
+  scan cheap; later captures keep the shadow's own index, so git re-hashes only what changed;
+- the user's ``.gitignore`` files apply (they are in the work tree), and so does the user's
+  ``.git/info/exclude`` (``core.excludesFile`` points at it);
+- submodules are recorded as gitlinks, never descended (``--ignore-submodules=dirty``).
+
+Each snapshot is a commit in the shadow (``refs/snapshots/sN``, parent = the previous one)
+whose message holds the snapshot's record as JSON, so the shadow alone can list them.
+"""
+
+# ruff: noqa: PTH114, PTH118, PTH119
+# (paths here are git's str paths (surrogate-escaped bytes), joined as strings on a hot path)
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from baton.events.entry import utc_timestamp
+from baton.snapshots._git import EMPTY_TREE, GitFailed, clean_environment, run_git
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_SECRET_PATTERNS",
+    "Changes",
+    "ShadowRepo",
+    "Skipped",
+    "Snapshot",
+    "TreeEntry",
+    "display_path",
+]
+
+DEFAULT_MAX_FILE_BYTES: Final = 20 * 1024 * 1024
+# Matched against the file's name (and its whole path for patterns with a slash).
+DEFAULT_SECRET_PATTERNS: Final = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    ".netrc",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+)
+_SECRET_EXCEPTIONS: Final = (".env.example", ".env.sample", ".env.template", ".env.dist")
+_MAX_TARGETED: Final = 500  # more paths than this: scan instead (argv length)
+_START_REF: Final = "refs/baton/start"
+_SNAPSHOT_REFS: Final = "refs/snapshots/"
+_MESSAGE_PREFIX: Final = "baton snapshot "
+_SHADOW_CONFIG: Final = (
+    ("core.bare", "false"),
+    ("core.autocrlf", "false"),
+    ("core.safecrlf", "false"),
+    ("core.symlinks", "true"),
+    ("core.filemode", "true"),
+    ("core.untrackedCache", "true"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", os.devnull),
+    ("index.version", "4"),
+    ("gc.auto", "0"),
+    ("commit.gpgSign", "false"),
+)
+# Bytes in, bytes out: no end-of-line conversion, no clean/smudge filters of the user.
+_ATTRIBUTES: Final = "* -text -filter -ident\n"
+
+
+def display_path(path: str) -> str:
+    """A path fit for JSON anywhere: bytes that are not UTF-8 appear as ``\\xNN``."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of a diff between two trees (``git diff-tree --raw``)."""
+
+    status: str  # A, M, D, T, R
+    path: str
+    old_path: str | None
+    old_mode: str
+    new_mode: str
+    old_sha: str
+    new_sha: str
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Files added, modified and deleted between two trees; a rename is also a delete and an add."""
+
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, entries: Iterable[TreeEntry]) -> Changes:
+        added: list[str] = []
+        modified: list[str] = []
+        deleted: list[str] = []
+        renamed: list[tuple[str, str]] = []
+        for entry in entries:
+            if entry.status == "A":
+                added.append(entry.path)
+            elif entry.status in ("M", "T"):
+                modified.append(entry.path)
+            elif entry.status == "D":
+                deleted.append(entry.path)
+            elif entry.status == "R" and entry.old_path is not None:
+                renamed.append((entry.old_path, entry.path))
+                added.append(entry.path)
+                deleted.append(entry.old_path)
+        return cls(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(deleted)), tuple(renamed))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": [display_path(p) for p in self.added],
+            "modified": [display_path(p) for p in self.modified],
+            "deleted": [display_path(p) for p in self.deleted],
+            "renamed": [{"from": display_path(a), "to": display_path(b)} for a, b in self.renamed],
+        }
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file the capture left out, and why: ``ignored``, ``secret``, ``too_large``, ``nested_repository``."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": display_path(self.path), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A captured working tree (DESIGN.md "Snapshot")."""
+
+    id: str
+    commit: str
+    tree_hash: str
+    base_commit: str | None
+    base_tree: str
+    changes: Changes  # against the previous snapshot (or the tree when the run started)
+    since_base: Changes  # against the base commit (or the empty tree)
+    since_base_entries: tuple[TreeEntry, ...]
+    skipped: tuple[Skipped, ...]
+    log_seq_from: int
+    log_seq_to: int
+    created_at: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def number(self) -> int:
+        return int(self.id[1:])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The snapshot object of DESIGN.md "CLI contract", plus the details baton records."""
+        record: dict[str, Any] = {
+            "id": self.id,
+            "tree_hash": self.tree_hash,
+            "base_commit": self.base_commit,
+            **self.changes.to_dict(),
+            "since_base": self.since_base.to_dict(),
+            "modes": {display_path(e.path): e.new_mode for e in self.since_base_entries if e.status != "D"},
+            "skipped": [s.to_dict() for s in self.skipped],
+            "log_seq_from": self.log_seq_from,
+            "log_seq_to": self.log_seq_to,
+            "created_at": self.created_at,
+            "shadow_commit": self.commit,
+        }
+        record.update(self.extra)
+        return record
+
+
+@dataclass
+class _Status:
+    stage: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass
+class _Last:
+    commit: str
+    tree: str
+    number: int
+    log_seq_to: int
+
+
+class ShadowRepo:
+    """Captures the user's working tree into baton's own git directory.
+
+    Blocking (it runs git): call it from a worker thread (``asyncio.to_thread``). One capture
+    at a time per object (a lock serializes them).
+    """
+
+    def __init__(
+        self,
+        git_dir: Path,
+        work_tree: Path,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        secret_patterns: Sequence[str] = DEFAULT_SECRET_PATTERNS,
+    ) -> None:
+        self.git_dir = git_dir.absolute()
+        self.work_tree = work_tree.resolve()
+        self.max_file_bytes = max_file_bytes
+        self.secret_patterns = tuple(secret_patterns)
+        self._env = clean_environment(
+            {
+                "GIT_DIR": str(self.git_dir),
+                "GIT_WORK_TREE": str(self.work_tree),
+                "GIT_INDEX_FILE": str(self.git_dir / "index"),
+            }
+        )
+        self._lock = threading.Lock()
+        self._last: _Last | None = None
+        self._user_git: tuple[Path, Path] | bool | None = False  # (git dir, common dir), None: no repo
+        self._base_trees: dict[str, str] = {}
+
+    # -- git ------------------------------------------------------------------------------
+
+    def git(self, *args: str, input: bytes | None = None, ok_codes: tuple[int, ...] = (0,)) -> bytes:
+        """Run git against the shadow (work tree = the user's folder)."""
+        return run_git(args, self._env, input=input, ok_codes=ok_codes)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The environment git runs with against this shadow (for :class:`~baton.snapshots.restore.GitObjects`)."""
+        return dict(self._env)
+
+    @property
+    def exists(self) -> bool:
+        return (self.git_dir / "HEAD").is_file()
+
+    def user_git_dirs(self) -> tuple[Path, Path] | None:
+        """The user's git directory and common directory when the work tree is a repository's top."""
+        if self._user_git is False:
+            self._user_git = None
+            if (self.work_tree / ".git").exists():
+                env = clean_environment(
+                    {"GIT_CEILING_DIRECTORIES": str(self.work_tree.parent), "GIT_OPTIONAL_LOCKS": "0"}
+                )
+                try:
+                    out = run_git(
+                        ["rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"],
+                        env,
+                        cwd=self.work_tree,
+                    )
+                except GitFailed:
+                    out = b""
+                lines = out.decode("utf-8", "surrogateescape").splitlines()
+                if len(lines) == 3 and Path(lines[2]).resolve() == self.work_tree:
+                    git_dir = Path(lines[0])
+                    common = Path(lines[1])
+                    common = common if common.is_absolute() else (self.work_tree / common).resolve()
+                    self._user_git = (git_dir, common)
+        return self._user_git if isinstance(self._user_git, tuple) else None
+
+    def base(self) -> tuple[str | None, str]:
+        """The user's HEAD commit (``None`` without one) and its tree, read without touching the repository."""
+        dirs = self.user_git_dirs()
+        if dirs is None:
+            return None, EMPTY_TREE
+        env = clean_environment({"GIT_DIR": str(dirs[0]), "GIT_OPTIONAL_LOCKS": "0"})
+        try:
+            out = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env, ok_codes=(0, 1))
+        except GitFailed:
+            return None, EMPTY_TREE
+        commit = out.decode().strip()
+        if not commit:
+            return None, EMPTY_TREE
+        tree = self._base_trees.get(commit)
+        if tree is None:
+            tree = self.git("rev-parse", f"{commit}^{{tree}}").decode().strip()
+            self._base_trees[commit] = tree
+        return commit, tree
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Create the shadow (once) and record the tree as it is when the run starts."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if self.exists and self._resolve(_START_REF) is not None:
+            return
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+        if not self.exists:
+            run_git(["init", "--quiet", "--bare", str(self.git_dir)], clean_environment())
+            for key, value in _SHADOW_CONFIG:
+                self.git("config", key, value)
+            self.git("symbolic-ref", "HEAD", "refs/heads/snapshots")
+        (self.git_dir / "info").mkdir(exist_ok=True)
+        (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
+        dirs = self.user_git_dirs()
+        if dirs is not None:
+            git_dir, common = dirs
+            self.git("config", "core.excludesFile", str(git_dir / "info" / "exclude"))
+            alternates = self.git_dir / "objects" / "info" / "alternates"
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            alternates.write_text(str(common / "objects") + "\n")
+            self._seed_index(git_dir)
+        status = self._status(None)
+        self._stage(status.stage)
+        tree = self.git("write-tree").decode().strip()
+        commit = self._commit(tree, None, "baton start\n")
+        self.git("update-ref", "--stdin", input=f"update HEAD {commit}\nupdate {_START_REF} {commit}\n".encode())
+        self._last = None
+
+    def _seed_index(self, user_git_dir: Path) -> None:
+        """Start from a copy of the user's index (its stat cache), else from the tree at HEAD."""
+        index = self.git_dir / "index"
+        source = user_git_dir / "index"
+        try:
+            shutil.copyfile(source, index)
+            self.git("ls-files", "--stage", "--", "no such path")  # does git accept the copy?
+            return
+        except (OSError, GitFailed):
+            index.unlink(missing_ok=True)
+        commit, _ = self.base()
+        if commit is not None:
+            self.git("read-tree", commit)
+
+    # -- capture ----------------------------------------------------------------------------
+
+    def capture(
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        log_seq_to: int = 0,
+        annotate: Callable[[Snapshot], dict[str, Any]] | None = None,
+    ) -> Snapshot | None:
+        """Record the tree; ``paths`` (relative or absolute) limits the scan to them.
+
+        ``annotate(snapshot)`` runs before the snapshot is committed; what it returns joins the
+        snapshot's record (the recorder adds the archive's key this way).
+
+        Returns the new snapshot, or ``None`` when the tree is the same as the last snapshot's
+        (or, before the first, as when the run started).
+        """
+        with self._lock:
+            self._ensure()
+            pathspecs = None if paths is None else self._relative(paths)
+            if pathspecs is not None and not pathspecs:
+                return None
+            if pathspecs is not None and len(pathspecs) > _MAX_TARGETED:
+                pathspecs = None
+            status = self._status(pathspecs)
+            self._stage(status.stage)
+            tree = self.git("write-tree").decode().strip()
+            last = self._latest()
+            reference = last.tree if last else self._tree_of(_START_REF)
+            if tree == reference:
+                return None
+            base_commit, base_tree = self.base()
+            number = (last.number if last else 0) + 1
+            log_seq_from = (last.log_seq_to if last else 0) + 1
+            since_base = tuple(self.diff(base_tree, tree))
+            snapshot = Snapshot(
+                id=f"s{number}",
+                commit="",
+                tree_hash=tree,
+                base_commit=base_commit,
+                base_tree=base_tree,
+                changes=Changes.of(self.diff(reference, tree)),
+                since_base=Changes.of(since_base),
+                since_base_entries=since_base,
+                skipped=tuple(status.skipped),
+                log_seq_from=log_seq_from,
+                log_seq_to=max(log_seq_to, log_seq_from),
+                created_at=utc_timestamp(),
+            )
+            if annotate is not None:
+                snapshot = dataclasses.replace(snapshot, extra=annotate(snapshot))
+            record = snapshot.to_dict()
+            del record["shadow_commit"]
+            message = f"{_MESSAGE_PREFIX}{snapshot.id}\n\n{json.dumps(record, sort_keys=True)}\n"
+            parent = last.commit if last else self._resolve(_START_REF)
+            commit = self._commit(tree, parent, message)
+            self.git(
+                "update-ref",
+                "--stdin",
+                input=f"update HEAD {commit}\ncreate {_SNAPSHOT_REFS}{snapshot.id} {commit}\n".encode(),
+            )
+            self._last = _Last(commit, tree, number, snapshot.log_seq_to)
+            return _replace_commit(snapshot, commit)
+
+    def _relative(self, paths: Iterable[str]) -> list[str]:
+        relative: set[str] = set()
+        root = str(self.work_tree)
+        for raw in paths:
+            path = os.path.normpath(os.path.join(root, raw))
+            if path == root or not path.startswith(root + os.sep):
+                continue  # outside the workspace: not part of the tree
+            rel = path[len(root) + 1 :]
+            if rel == ".git" or rel.startswith(".git" + os.sep):
+                continue
+            relative.add(rel)
+        return sorted(relative)
+
+    def _status(self, pathspecs: list[str] | None) -> _Status:
+        args = [
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--untracked-files=all",
+            "--ignored=matching",
+            "--ignore-submodules=dirty",
+            "--no-renames",
+        ]
+        if pathspecs is not None:
+            args += ["--", *pathspecs]
+        out = self.git(*args)
+        result = _Status()
+        fields = out.split(b"\0")
+        index = 0
+        while index < len(fields):
+            record = fields[index]
+            index += 1
+            if not record:
+                continue
+            kind = record[:1]
+            if kind == b"1":
+                parts = record.split(b" ", 8)
+                if parts[1][1:2] != b".":
+                    self._consider(os.fsdecode(parts[8]), result, tracked=True)
+            elif kind == b"2":
+                parts = record.split(b" ", 9)
+                index += 1  # the original path follows
+                self._consider(os.fsdecode(parts[9]), result, tracked=True)
+            elif kind == b"u":
+                parts = record.split(b" ", 10)
+                result.stage.append(os.fsdecode(parts[10]))
+            elif kind == b"?":
+                self._consider(os.fsdecode(record[2:]), result, tracked=False)
+            elif kind == b"!":
+                result.skipped.append(Skipped(os.fsdecode(record[2:]), "ignored"))
+        return result
+
+    def _consider(self, path: str, result: _Status, *, tracked: bool) -> None:
+        if path.endswith("/"):  # a repository inside the work tree, not yet a gitlink
+            nested = path.rstrip("/")
+            if self._has_commit(nested):
+                result.stage.append(nested)
+            else:
+                result.skipped.append(Skipped(nested, "nested_repository"))
+            return
+        if not tracked and self._is_secret(path):
+            result.skipped.append(Skipped(path, "secret"))
+            return
+        try:
+            info = os.lstat(os.path.join(self.work_tree, path))
+        except FileNotFoundError:
+            result.stage.append(path)  # deleted
+            return
+        except OSError:
+            result.skipped.append(Skipped(path, "unreadable"))
+            return
+        if info.st_size > self.max_file_bytes and not os.path.islink(os.path.join(self.work_tree, path)):
+            result.skipped.append(Skipped(path, "too_large"))
+            return
+        result.stage.append(path)
+
+    def _is_secret(self, path: str) -> bool:
+        name = os.path.basename(path)
+        if name in _SECRET_EXCEPTIONS:
+            return False
+        for pattern in self.secret_patterns:
+            target = path if "/" in pattern else name
+            if fnmatch.fnmatchcase(target, pattern):
+                return True
+        return False
+
+    def _has_commit(self, nested: str) -> bool:
+        env = clean_environment({"GIT_DIR": str(self.work_tree / nested / ".git"), "GIT_OPTIONAL_LOCKS": "0"})
+        try:
+            return bool(run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env, ok_codes=(0, 1)).strip())
+        except GitFailed:
+            return False
+
+    def _stage(self, paths: list[str]) -> None:
+        if paths:
+            spec = b"\0".join(os.fsencode(p) for p in paths)
+            self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+
+    def _commit(self, tree: str, parent: str | None, message: str) -> str:
+        args = ["commit-tree", tree, "-F", "-"]
+        if parent:
+            args[2:2] = ["-p", parent]
+        return self.git(*args, input=message.encode("utf-8")).decode().strip()
+
+    def _resolve(self, ref: str) -> str | None:
+        out = self.git("rev-parse", "--verify", "--quiet", ref, ok_codes=(0, 1)).decode().strip()
+        return out or None
+
+    def _tree_of(self, ref: str) -> str:
+        return self.git("rev-parse", f"{ref}^{{tree}}").decode().strip()
+
+    def _latest(self) -> _Last | None:
+        if self._last is None:
+            records = self.snapshots()
+            if records:
+                newest = records[-1]
+                self._last = _Last(
+                    newest["shadow_commit"], newest["tree_hash"], int(newest["id"][1:]), int(newest["log_seq_to"])
+                )
+        return self._last
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        """Every snapshot's record, in id order (read from the shadow's commits)."""
+        if not self.exists:
+            return []
+        out = self.git(
+            "for-each-ref", "--format=%(objectname)%00%(contents:body)%00", _SNAPSHOT_REFS.rstrip("/")
+        ).decode("utf-8", "replace")
+        records = []
+        parts = out.split("\0")
+        for commit, body in zip(parts[0::2], parts[1::2], strict=False):
+            commit = commit.strip()
+            if not commit:
+                continue
+            record = json.loads(body)
+            record["shadow_commit"] = commit
+            records.append(record)
+        records.sort(key=lambda r: int(r["id"][1:]))
+        return records
+
+    def diff(self, old_tree: str, new_tree: str) -> list[TreeEntry]:
+        """``git diff-tree -r -M`` between two trees, parsed."""
+        out = self.git("diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw", old_tree, new_tree)
+        return parse_raw_diff(out)
+
+
+def parse_raw_diff(out: bytes) -> list[TreeEntry]:
+    entries = []
+    fields = out.split(b"\0")
+    index = 0
+    while index < len(fields):
+        head = fields[index]
+        index += 1
+        if not head.startswith(b":"):
+            continue
+        old_mode, new_mode, old_sha, new_sha, status = head[1:].decode().split(" ")
+        letter = status[:1]
+        if letter in ("R", "C"):
+            old_path, path = os.fsdecode(fields[index]), os.fsdecode(fields[index + 1])
+            index += 2
+            if letter == "C":
+                entries.append(TreeEntry("A", path, None, old_mode, new_mode, old_sha, new_sha))
+                continue
+            entries.append(TreeEntry("R", path, old_path, old_mode, new_mode, old_sha, new_sha))
+        else:
+            path = os.fsdecode(fields[index])
+            index += 1
+            entries.append(TreeEntry(letter, path, None, old_mode, new_mode, old_sha, new_sha))
+    return entries
+
+
+def _replace_commit(snapshot: Snapshot, commit: str) -> Snapshot:
+    return dataclasses.replace(snapshot, commit=commit)
