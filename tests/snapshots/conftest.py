@@ -1,5 +1,8 @@
 """Helpers for the snapshot tests: real git repositories, trees compared file by file."""
 
+# ruff: noqa: PTH118, PTH115
+# (os.walk over bytes paths: names that are not UTF-8 must survive)
+
 from __future__ import annotations
 
 import hashlib
@@ -48,6 +51,10 @@ def init_repo(path: Path, files: dict[str, str | bytes] | None = None, *, commit
     return path
 
 
+def names(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())
+
+
 def hash_every_file(root: Path) -> dict[str, tuple[int, str]]:
     """Mode and sha256 (or link target) of every entry under ``root``, ``.git`` included."""
     found: dict[str, tuple[int, str]] = {}
@@ -70,7 +77,7 @@ def work_tree_state(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, tupl
     """Files and symlinks under ``root`` outside ``.git``: kind+mode bits, content hash or target."""
     state: dict[str, tuple[str, str]] = {}
     for rel, (mode, digest) in hash_every_file(root).items():
-        if rel == ".git" or rel.startswith(".git/") or rel.startswith(skip) and skip:
+        if rel == ".git" or rel.startswith(".git/") or (skip and rel.startswith(skip)):
             continue
         if stat.S_ISLNK(mode):
             state[rel] = ("link", digest)

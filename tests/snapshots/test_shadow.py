@@ -28,12 +28,16 @@ def test_snapshots_are_numbered_and_an_unchanged_tree_gives_none(tmp_path: Path)
     assert first is not None
     assert first.id == "s1"
     assert first.base_commit == head
-    assert (first.changes.added, first.changes.modified, first.changes.deleted) == (("new.txt",), ("a.txt",), ("b.txt",))
+    assert (first.changes.added, first.changes.modified, first.changes.deleted) == (
+        ("new.txt",),
+        ("a.txt",),
+        ("b.txt",),
+    )
     assert (first.log_seq_from, first.log_seq_to) == (1, 7)
     assert first.tree_hash == shadow_repo.git("rev-parse", f"{first.commit}^{{tree}}").decode().strip()
     assert shadow_repo.capture(log_seq_to=9) is None
 
-    os.rename(repo / "c.txt", repo / "moved.txt")
+    (repo / "c.txt").rename(repo / "moved.txt")
     second = shadow_repo.capture(log_seq_to=12)
     assert second is not None and second.id == "s2"
     assert second.changes.renamed == (("c.txt", "moved.txt"),)
