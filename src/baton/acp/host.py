@@ -15,7 +15,7 @@ agent-agnostic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from acp import RequestError
@@ -35,7 +35,7 @@ from baton.errors import WorkspaceError
 from baton.events.commands import command_string
 from baton.gates import Decision, Gatekeeper, ToolCall
 
-__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "BatonHost", "choose_option"]
+__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "BatonHost", "annotate", "choose_option"]
 
 # Until human gates exist, a policy answer of "ask" is a denial that says why.
 NO_HUMAN_GATES_YET = "no_human_gates_yet"
@@ -122,7 +122,7 @@ class BatonHost:
         raw = raw_input if isinstance(raw_input, dict) else {}
         call_id = str(extra.get("tool_use_id") or tool_call.tool_call_id)
         kind = extra.get("kind") or getattr(tool_call, "kind", None)
-        if not extra and self.agent is not None and self.agent.tool_calls is not None:
+        if "input" not in extra and self.agent is not None and self.agent.tool_calls is not None:
             calls = self.agent.tool_calls(call_id, None if kind is None else str(kind), raw)
             if calls:
                 return calls
@@ -168,42 +168,58 @@ def _combine(decisions: list[Decision]) -> Decision:
 
 
 class AgentNormalizer:
-    """Adds baton's names to an agent's tool calls before the tap logs them."""
+    """Adds baton's names to an agent's tool calls (:func:`annotate`) before the tap logs them."""
 
     def __init__(self, inner: Transport, agent: AgentEntry) -> None:
         self._inner = inner
         self._tool_names = agent.tool_names
-        self._tool_calls = agent.tool_calls
 
     async def send(self, message: dict[str, Any]) -> None:
         await self._inner.send(message)
 
     async def receive(self) -> dict[str, Any] | None:
         message = await self._inner.receive()
-        if message is not None and message.get("method") == "session/update":
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict) and update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
-                self._annotate(update)
+        if message is not None:
+            annotate(message, self._tool_names)
         return message
-
-    def _annotate(self, update: dict[str, Any]) -> None:
-        raw = update.get("rawInput") or update.get("rawOutput")
-        if not isinstance(raw, dict):
-            return
-        extra: dict[str, Any] = {}
-        command = raw.get("command")
-        if isinstance(command, list | str) and command:
-            extra["command"] = command_string(command)
-            extra["tool_name"] = self._tool_names.get("exec_command", "Bash")
-        elif "changes" in raw:
-            extra["tool_name"] = self._tool_names.get("apply_patch", "Edit")
-        if not extra:
-            return
-        meta = update.get("_meta")
-        meta = meta if isinstance(meta, dict) else {}
-        baton = meta.get("baton")
-        update["_meta"] = {**meta, "baton": {**(baton if isinstance(baton, dict) else {}), **extra}}
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def annotate(message: dict[str, Any], tool_names: Mapping[str, str]) -> None:
+    """Put ``command`` (one string) and ``tool_name`` (baton's) in ``_meta.baton`` of a tool call
+    or a permission request whose call runs a command or applies a patch."""
+    method = message.get("method")
+    if method != "session/update" and method != "session/request_permission":
+        return
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return
+    if method == "session/request_permission":
+        _annotate(params, params.get("toolCall"), tool_names)
+        return
+    update = params.get("update")
+    if isinstance(update, dict) and update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+        _annotate(update, update, tool_names)
+
+
+def _annotate(holder: dict[str, Any], tool_call: Any, tool_names: Mapping[str, str]) -> None:
+    if not isinstance(tool_call, dict):
+        return
+    raw = tool_call.get("rawInput") or tool_call.get("rawOutput")
+    if not isinstance(raw, dict):
+        return
+    extra: dict[str, Any] = {}
+    command = raw.get("command")
+    if isinstance(command, list | str) and command:
+        extra["command"] = command_string(command)
+        extra["tool_name"] = tool_names.get("exec_command", "Bash")
+    elif "changes" in raw:
+        extra["tool_name"] = tool_names.get("apply_patch", "Edit")
+    if not extra:
+        return
+    meta = holder.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    baton = meta.get("baton")
+    holder["_meta"] = {**meta, "baton": {**(baton if isinstance(baton, dict) else {}), **extra}}

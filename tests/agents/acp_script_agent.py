@@ -1,0 +1,103 @@
+"""A minimal ACP agent over stdio, in plain Python (no SDK), for tests and the benchmark.
+
+``python acp_script_agent.py BEHAVIOUR [N]`` answers ``initialize`` and ``session/new`` like
+any agent, and on ``session/prompt``:
+
+- ``echo``: sends N ``session/update`` agent message chunks (each carries ``sent_ns``, the
+  sender's ``time.monotonic_ns()``), then ends the turn with ``end_turn``;
+- ``garbage``: prints a line that is not JSON, a truncated object and a JSON array on stdout,
+  one line on stderr, then answers ``end_turn``;
+- ``exit``: writes two lines on stderr and exits with status 3 in the middle of the turn;
+- ``fs``: asks the client to read and write files (paths from the prompt text, one per line:
+  ``read PATH`` / ``write PATH``) and reports each answer back as a message chunk;
+- ``silent``: never answers anything (not even ``initialize``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def send(message: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def chunk(session: str, text: str, sent_ns: int | None = None) -> dict[str, object]:
+    update: dict[str, object] = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    if sent_ns is not None:
+        update["_meta"] = {"sent_ns": sent_ns}
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
+
+
+def main() -> int:
+    behaviour = sys.argv[1]
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    if behaviour == "silent":
+        for _ in sys.stdin:
+            pass
+        time.sleep(3600)
+        return 0
+    session = "script-session"
+    next_id = 100
+    pending_fs: dict[object, tuple[str, str]] = {}
+    prompt_id: object = None
+    for line in sys.stdin:
+        message = json.loads(line)
+        method = message.get("method")
+        if method is None:  # an answer to one of our requests
+            if message.get("id") in pending_fs:
+                kind, path = pending_fs.pop(message.get("id"))
+                result = message.get("error") or message.get("result")
+                send(chunk(session, f"{kind} {path}: {json.dumps(result)}"))
+            if not pending_fs and behaviour == "fs":
+                send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
+            continue
+        request_id = message.get("id")
+        if method == "initialize":
+            result = {"protocolVersion": 1, "agentCapabilities": {"loadSession": False}, "authMethods": []}
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "session/new":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": session}})
+        elif method == "session/prompt":
+            prompt_id = request_id
+            if behaviour == "echo":
+                for index in range(count):
+                    send(chunk(session, f"chunk {index}", time.monotonic_ns()))
+            elif behaviour == "garbage":
+                sys.stdout.write("this line is not JSON\n")
+                sys.stdout.write('{"jsonrpc": "2.0", "method": "session/upd\n')
+                sys.stdout.write("[1, 2, 3]\n")
+                sys.stdout.flush()
+                sys.stderr.write("a line on stderr\n")
+                sys.stderr.flush()
+                send(chunk(session, "still here"))
+            elif behaviour == "exit":
+                send(chunk(session, "about to fail"))
+                sys.stderr.write("fatal: the agent lost its mind\nsecond line of the report\n")
+                sys.stderr.flush()
+                return 3
+            elif behaviour == "fs":
+                text = message["params"]["prompt"][0]["text"]
+                for order in text.splitlines():
+                    kind, path = order.split(" ", 1)
+                    next_id += 1
+                    params: dict[str, object] = {"sessionId": session, "path": path}
+                    if kind == "write":
+                        params["content"] = "written by the agent\n"
+                    pending_fs[next_id] = (kind, path)
+                    method_name = "fs/write_text_file" if kind == "write" else "fs/read_text_file"
+                    send({"jsonrpc": "2.0", "id": next_id, "method": method_name, "params": params})
+                continue
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
+        elif method == "session/cancel":
+            continue
+        elif request_id is not None:
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no {method}"}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Fixtures for subprocess agents: runs through ``Baton`` against the scripted model server.
+
+``run_agent`` starts a run and returns its outcome, its log and its runner events.
+``script_agent`` registers a registry entry for ``acp_script_agent.py`` (a tiny ACP agent in
+plain Python) under a behaviour, so failure paths run through the real spawning code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baton.agents.registry import AGENTS, AgentEntry, NativeSetting, codex_bound_input, codex_tool_calls
+from baton.agents.subprocess import AgentCommand, LaunchContext
+from baton.config import Settings
+from baton.events.entry import LogEntry
+from baton.events.project import RunnerEvent, project
+from baton.runs import Baton, RunOutcome, RunSpec
+from baton.testing import ScriptedModelServer
+
+SCRIPT = Path(__file__).with_name("acp_script_agent.py")
+OPENAI_KEY = "sk-scripted-openai-key-0123456789abcdef"
+
+
+@dataclass(frozen=True)
+class Finished:
+    outcome: RunOutcome
+    entries: list[LogEntry]
+
+    @property
+    def events(self) -> list[RunnerEvent]:
+        return project(self.entries)
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.events]
+
+    def methods(self) -> list[str | None]:
+        return [entry["method"] for entry in self.entries]
+
+
+@contextmanager
+def scripted_openai(settings: Settings, scenario: str) -> Iterator[tuple[Settings, ScriptedModelServer]]:
+    with ScriptedModelServer(scenario) as server:
+        yield replace(settings, openai_base_url=server.base_url, openai_api_key=OPENAI_KEY), server
+
+
+async def run_to_end(settings: Settings, spec: RunSpec) -> Finished:
+    async with Baton(settings) as baton:
+        outcome = await baton.run(spec)
+        entries = await baton.log.read(outcome.run_id)
+    return Finished(outcome, entries)
+
+
+async def first_entry(entries: AsyncIterator[LogEntry], matches: Callable[[LogEntry], bool]) -> LogEntry:
+    async for entry in entries:
+        if matches(entry):
+            return entry
+    raise AssertionError("the log closed before the awaited entry")
+
+
+def assert_log_whole(entries: list[LogEntry]) -> None:
+    assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
+    assert entries[0]["method"] == "_baton/run_started"
+    assert entries[-1]["method"] == "_baton/status"
+    assert entries[-1]["payload"]["params"]["status"] in ("finished", "failed", "cancelled")
+
+
+def permission_answers(entries: list[LogEntry]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(request params, response result) of every permission request, in order."""
+    asked: dict[Any, dict[str, Any]] = {}
+    pairs = []
+    for entry in entries:
+        if entry["method"] != "session/request_permission":
+            continue
+        payload = entry["payload"]
+        if entry["direction"] == "from_agent":
+            asked[payload["id"]] = payload["params"]
+        else:
+            pairs.append((asked[payload["id"]], payload["result"]))
+    return pairs
+
+
+def script_entry(behaviour: str, *args: str) -> AgentEntry:
+    def launch(context: LaunchContext, executable: Path) -> AgentCommand:
+        env = {"PATH": os.environ.get("PATH", "")}
+        return AgentCommand((str(executable), str(SCRIPT), behaviour, *args), env, context.workspace, context.run_id)
+
+    return AgentEntry(
+        name=f"script-{behaviour}",
+        package="baton-test-script-agent",
+        version="0",
+        command=(sys.executable,),
+        env_recipe="PATH",
+        config_recipe="none",
+        tool_names={},
+        bound_input=codex_bound_input,
+        settings=(NativeSetting("asks", "asks for everything", "every call", (), "tests/agents"),),
+        tool_calls=codex_tool_calls,
+        launch=launch,
+    )
+
+
+@pytest.fixture
+def script_agent(monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """Register the script agent with a behaviour; returns the agent name for ``RunSpec.agent``."""
+
+    def register(behaviour: str, *args: str) -> str:
+        entry = script_entry(behaviour, *args)
+        monkeypatch.setitem(AGENTS, entry.name, entry)
+        return entry.name
+
+    return register
+
+
+@pytest.fixture
+def openai_settings(settings: Settings) -> Settings:
+    """Settings with an OpenAI key (script agents never call a model)."""
+    return replace(settings, openai_api_key=OPENAI_KEY, agent_start_timeout_seconds=10.0)
