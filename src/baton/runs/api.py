@@ -21,6 +21,7 @@ from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
 from baton.runs.spec import RunOutcome, RunSpec
+from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
 
 __all__ = ["Baton", "RunHandle"]
@@ -185,6 +186,14 @@ class Baton:
             agent=agent,
             start_timeout=self.settings.agent_start_timeout_seconds,
             entry=entry,
+            snapshots=recorder_for(
+                run_id=run_id,
+                run_dir=self.settings.run_dir(run_id),
+                repo=Path(spec.repo).resolve(),
+                home=self.settings.home,
+                log=self.log,
+                store=self.store,
+            ),
         )
         handle = RunHandle(execution, asyncio.create_task(execution.run(), name=f"baton-run-{run_id}"))
         self._runs[run_id] = handle

@@ -28,6 +28,7 @@ from baton.errors import AgentError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.runs.spec import RunOutcome, RunSpec
+from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
 
 __all__ = ["RunExecution"]
@@ -70,8 +71,10 @@ class RunExecution:
         agent: AgentProcess,
         start_timeout: float,
         entry: AgentEntry | None = None,
+        snapshots: SnapshotRecorder | None = None,
     ) -> None:
         self.run_id = run_id
+        self._snapshots = snapshots
         self.spec = spec
         self._store = store
         self._log = log
@@ -108,7 +111,8 @@ class RunExecution:
         await self._store.update_run(run_id, status="running", status_reason="started", started_at=utc_timestamp())
         started = time.monotonic()
         try:
-            outcome = await self._converse(cwd)
+            async with self._snapshots or contextlib.nullcontext():
+                outcome = await self._converse(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
             await asyncio.shield(self._finish(outcome, started))
@@ -152,7 +156,8 @@ class RunExecution:
             transport = await self._agent.start()
             if self._entry is not None:
                 transport = AgentNormalizer(transport, self._entry)
-            tap = TappingTransport(transport, self._log, self.run_id)
+            sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
+            tap = TappingTransport(transport, sink, self.run_id)
             host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry)
             conn = connect_to_agent(cast(Any, host), tap)
             try:
@@ -213,6 +218,8 @@ class RunExecution:
             cancel_task.cancel()
         usage: dict[str, Any] = host.turn.params or _acp_usage(response, host.last_usage_update)
         stop_reason = str(response.stop_reason)
+        if self._snapshots is not None:  # a turn's snapshots are logged before its end
+            await self._snapshots.settle()
         self._note(
             "turn_complete",
             {
