@@ -1,0 +1,136 @@
+"""``baton run --agent codex`` behaves like ``--agent claude``: the real codex-acp, offline.
+
+Shared scenarios give the same sequence of runner-event types with both agents (Claude runs
+beside Codex in the same test); a permission approved and one rejected are answered with
+Codex's own option ids, chosen by kind; an agent killed mid-turn ends the run ``agent_exited``
+with the log whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.agents.conftest import (
+    Finished,
+    assert_log_whole,
+    first_entry,
+    permission_answers,
+    run_to_end,
+    scripted_openai,
+)
+from tests.conftest import make_git_repo
+
+from baton.config import Settings
+from baton.runs import Baton, RunSpec
+from baton.testing import ScriptedModelServer, copy_sample_repo
+
+pytestmark = pytest.mark.timeout(90)
+
+CLAUDE_KEY = "sk-scripted-anthropic-key-0123456789abcdef"
+
+
+async def _claude(settings: Settings, scenario: str, spec: RunSpec) -> Finished:
+    with ScriptedModelServer(scenario) as server:
+        configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=CLAUDE_KEY)
+        return await run_to_end(configured, replace(spec, agent="claude"))
+
+
+async def _codex(settings: Settings, scenario: str, spec: RunSpec) -> Finished:
+    with scripted_openai(settings, scenario) as (configured, _):
+        return await run_to_end(configured, replace(spec, agent="codex"))
+
+
+@pytest.mark.claude
+@pytest.mark.parametrize(
+    ("scenario", "mode", "allow", "sample"),
+    [
+        ("write-and-run", "acceptEdits", ("Bash",), False),
+        ("node-test-pipe", "default", ("Bash(node:*)", "Bash(tail:*)"), True),
+        ("api-error-500", "acceptEdits", ("Bash(echo:*)",), False),
+    ],
+)
+async def test_shared_scenarios_give_the_same_event_types_as_claude(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    mode: str,
+    allow: tuple[str, ...],
+    sample: bool,
+) -> None:
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
+    runs = []
+    for agent in ("claude", "codex"):
+        base = tmp_path / agent
+        repo = make_git_repo(copy_sample_repo(base / "repo") if sample else base / "repo", {"README.md": "# r\n"})
+        settings = Settings.load({"BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]})
+        runs.append((settings, RunSpec(prompt="go", repo=repo, permission_mode=mode, allow=allow)))
+    claude, codex = await asyncio.gather(
+        _claude(runs[0][0], scenario, runs[0][1]), _codex(runs[1][0], scenario, runs[1][1])
+    )
+    # Claude Code also reports an API error as an agent message ("API Error: 500 …"); Codex does not.
+    expected = [e["type"] for e in claude.events if "API Error" not in str(e["data"].get("text", ""))]
+    assert codex.types() == expected, f"claude: {claude.types()}\ncodex:  {codex.types()}"
+    assert codex.outcome.status == claude.outcome.status
+    assert_log_whole(codex.entries)
+    commands = [e["data"]["command"] for e in codex.events if e["type"] == "command.finished"]
+    assert commands == [e["data"]["command"] for e in claude.events if e["type"] == "command.finished"]
+    if scenario == "node-test-pipe":
+        [verdict] = [e["data"] for e in codex.events if e["type"] == "test.result"]
+        assert verdict["passed"] is False  # the sample's `add` subtracts; only the output says so
+    if scenario == "api-error-500":
+        assert codex.events[-1]["data"]["code"] == "agent_error"
+
+
+async def test_a_permission_approved_by_kind_runs_the_command(settings: Settings, repo: Path) -> None:
+    done = await _codex(settings, "needs-approval", RunSpec(prompt="go", repo=repo, allow=("Bash(touch:*)",)))
+    assert done.outcome.status == "finished" and done.outcome.stop_reason == "end_turn"
+    [(request, result)] = permission_answers(done.entries)
+    assert [o["optionId"] for o in request["options"]] == ["approved", "approved-execpolicy-amendment", "abort"]
+    assert result["outcome"] == {"outcome": "selected", "optionId": "approved"}
+    baton = result["_meta"]["baton"]
+    assert baton["decision"] == "allow" and baton["reason"] == "rule:Bash(touch:*)"
+    assert baton["bound_call_id"] == request["toolCall"]["toolCallId"] and len(baton["bound_input_hash"]) == 64
+    assert (repo / "approved.txt").exists()
+    started = [e["data"] for e in done.events if e["type"] == "command.started"]
+    assert started == [
+        {"command": "touch approved.txt", "tool": "Bash", "tool_call_id": request["toolCall"]["toolCallId"]}
+    ]
+
+
+async def test_a_permission_rejected_by_kind_is_answered_abort(settings: Settings, repo: Path) -> None:
+    done = await _codex(settings, "needs-approval", RunSpec(prompt="go", repo=repo))
+    [(_request, result)] = permission_answers(done.entries)
+    assert result["outcome"] == {"outcome": "selected", "optionId": "abort"}
+    assert result["_meta"]["baton"]["reason"] == "no_human_gates_yet"
+    assert not (repo / "approved.txt").exists()
+    # Codex ends the turn on `abort` (its only reject option): the run ends, not cancelled by baton.
+    assert done.outcome.status == "finished" and done.outcome.stop_reason == "cancelled"
+    denied = [e["data"] for e in done.events if e["type"] == "message" and e["data"].get("denied")]
+    assert denied == [{"role": "user", "text": result["_meta"]["baton"]["message"], "denied": True, "tool": "Bash"}]
+    assert done.types()[-2:] == ["turn.finished", "task.finished"]
+
+
+async def test_codex_killed_mid_turn_fails_the_run_with_agent_exited(settings: Settings, repo: Path) -> None:
+    spec = RunSpec(prompt="go", repo=repo, agent="codex", allow=("Bash(sleep:*)", "Bash(echo:*)"))
+    with scripted_openai(settings, "long-command") as (configured, _):
+        async with Baton(configured) as baton:
+            handle = await baton.start(spec)
+
+            def command_running(entry: dict) -> bool:  # type: ignore[type-arg]
+                update = (entry["payload"].get("params") or {}).get("update") or {}
+                return update.get("sessionUpdate") == "tool_call" and update.get("kind") == "execute"
+
+            await first_entry(baton.entries(handle.run_id), command_running)  # type: ignore[arg-type]
+            process = handle._execution._agent.process  # type: ignore[attr-defined]
+            os.kill(process.pid, signal.SIGKILL)
+            outcome = await asyncio.wait_for(handle.wait(), 30)
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "failed" and outcome.code == "agent_exited"
+    assert "killed by signal 9" in (outcome.message or "")
+    assert_log_whole(entries)
+    assert entries[-1]["payload"]["params"]["code"] == "agent_exited"
