@@ -12,6 +12,7 @@ from typing import Any
 from baton.events.project import project
 
 from .build import GOLDEN, SAMPLES, build_sample
+from .codex import CODEX_SAMPLES, build_codex_sample
 from .minimal import MINIMAL
 
 __all__ = ["dumps", "expected_files", "main"]
@@ -27,6 +28,10 @@ def expected_files() -> dict[Path, str]:
     for name in SAMPLES:
         updates, entries = build_sample(name)
         files[GOLDEN / f"{name}.updates.json"] = dumps(updates)
+        files[GOLDEN / f"{name}.events.json"] = dumps(project(entries))
+    for name in CODEX_SAMPLES:
+        entries = build_codex_sample(name)
+        files[GOLDEN / f"{name}.entries.json"] = dumps(entries)
         files[GOLDEN / f"{name}.events.json"] = dumps(project(entries))
     for event_type, build in MINIMAL.items():
         entries = build().entries
