@@ -1,0 +1,38 @@
+"""``baton serve [--host 127.0.0.1] [--port 8080]``: the HTTP server (REST, SSE, JSON-RPC)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.config import Settings
+from baton.errors import BatonError
+
+__all__ = ["serve_command"]
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Address; non-loopback needs JWT keys.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")] = 8080,
+) -> None:
+    """Serve runs over HTTP: REST, live events (SSE), JSON-RPC commands; see docs/server.md."""
+    from baton.server import BatonServer, ServerConfig, create_app
+
+    try:
+        settings = Settings.load()
+        config = ServerConfig.load(settings, host=host, port=port)
+        application = create_app(settings, config)
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, False)) from None
+    if config.jwt_public_keys:
+        auth = f"JWT RS256, audience {config.jwt_audience!r}"
+    else:
+        auth = f"local token in {config.local_token_path(settings)} (`baton token`)"
+    sys.stderr.write(f"baton serve: http://{host}:{port} — auth: {auth}\n")
+    sys.stderr.flush()
+    BatonServer(application, host=host, port=port).run()

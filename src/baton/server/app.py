@@ -1,0 +1,81 @@
+"""The FastAPI application: ``create_app(settings, config)``; its lifespan owns a ``Baton``.
+
+Runs started here execute in this process through the :class:`~baton.runs.Baton` API; event
+streams read the session log (the store, for runs executed elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import baton
+from baton.config import Settings
+from baton.errors import UsageError
+from baton.server.auth import Authenticator, JwtAuthenticator, LocalTokenAuthenticator, ensure_local_token
+from baton.server.auth import load_public_keys as load_keys
+from baton.server.config import ServerConfig
+from baton.server.errors import install_error_handlers
+from baton.server.limits import BodyLimit
+from baton.server.routes import commands, events, health, runs
+from baton.server.sse import StreamStats
+from baton.server.state import ServerState
+
+__all__ = ["create_app"]
+
+
+def _authenticator(settings: Settings, config: ServerConfig) -> tuple[Authenticator, str | None]:
+    if not config.jwt_public_keys and not config.loopback_only:
+        raise UsageError(
+            "invalid_argument",
+            f"listening on {config.host} needs JWT keys (BATON_JWT_PUBLIC_KEYS); "
+            "without keys baton serve listens on loopback only",
+        )
+    if config.jwt_public_keys:
+        keys = load_keys(config.jwt_public_keys)
+        jwt_auth = JwtAuthenticator(
+            keys, audience=config.jwt_audience, issuer=config.jwt_issuer, leeway=config.jwt_leeway_seconds
+        )
+        return jwt_auth, None
+    token = ensure_local_token(config.local_token_path(settings))
+    return LocalTokenAuthenticator(token), token
+
+
+def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAPI:
+    """The application; keys and the local token are checked now, the store opens at startup."""
+    config = config or ServerConfig.load(settings)
+    authenticator, local_token = _authenticator(settings, config)
+    draining = asyncio.Event()
+    streams = StreamStats()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+
+        async with Baton(settings) as runner:
+            if local_token is not None:
+                runner.redactor.add(local_token)  # a bearer token never reaches a log
+            app.state.baton_server = ServerState(settings, config, authenticator, runner, draining, streams)
+            try:
+                yield
+            finally:
+                draining.set()
+
+    app = FastAPI(
+        title="baton",
+        version=baton.__version__,
+        summary="Run AI coding agents on tasks in git repositories; every run observable, controllable, durable.",
+        lifespan=lifespan,
+    )
+    app.state.draining = draining
+    app.state.streams = streams
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(runs.router)
+    app.include_router(events.router)
+    app.include_router(commands.router)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    return app

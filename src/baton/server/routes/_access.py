@@ -1,0 +1,53 @@
+"""Who may do what: the caller's principal, its scopes, and the runs it may see."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from baton.errors import NotFoundError
+from baton.server.auth import Principal
+from baton.server.models import ErrorResponse
+from baton.server.state import server_state
+from baton.store import RunRecord
+
+__all__ = ["AUTH_RESPONSES", "NOT_FOUND", "visible_run", "with_scope"]
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No valid token (token_* codes)", "model": ErrorResponse},
+    403: {"description": "The token lacks a scope (scope_missing)", "model": ErrorResponse},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such run, or not the caller's (run_not_found)", "model": ErrorResponse},
+}
+
+
+_BEARER = HTTPBearer(auto_error=False, description="An RS256 JWT, or the local token (`baton token`)")
+
+
+def _principal(
+    request: Request, _scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+) -> Principal:
+    # The header itself, so that a missing or non-Bearer header gets its own code.
+    return server_state(request).authenticator.authenticate(request.headers.get("authorization"))
+
+
+def with_scope(scope: str) -> Callable[..., Principal]:
+    """A dependency: the authenticated caller, which must hold ``scope``."""
+
+    def check(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+        principal.require(scope)
+        return principal
+
+    return check
+
+
+async def visible_run(request: Request, principal: Principal, run_id: str) -> RunRecord:
+    """The run if ``principal`` may see it; else ``run_not_found``, exactly as for a missing run."""
+    record = await server_state(request).baton.store.get_run(run_id)
+    if not principal.may_see(record.id, record.owner):
+        raise NotFoundError("run_not_found", f"no run {run_id}")
+    return record

@@ -1,0 +1,133 @@
+"""``GET /v1/runs/{id}/events``: the run's runner events (or log entries) as server-sent events.
+
+``id:`` is the event's seq (``view=events``) or the entry's seq (``view=acp``); ``event:`` is
+the event's type (``entry`` for log entries). A client resumes after ``Last-Event-ID`` (or
+``?after=N``): what is stored is replayed, then live entries follow as they are committed,
+with no gap and no duplicate at the seam (``SessionLog.subscribe``). A run executed by
+another process is tailed by polling the store. The stream closes after a run's last event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Annotated, Final, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from baton.errors import UsageError
+from baton.events.entry import LogEntry
+from baton.events.project import Projector
+from baton.server.auth import Principal
+from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.sse import EventStream, Frame, encode_frame
+from baton.server.state import ServerState, server_state
+
+__all__ = ["router", "run_entries"]
+
+router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTH_RESPONSES)
+
+_POLL_SECONDS: Final = 0.2
+
+
+class _StreamResponse(Response):
+    """Hands the connection to an :class:`EventStream` (FastAPI wants a Response)."""
+
+    def __init__(self, stream: EventStream) -> None:
+        super().__init__(media_type="text/event-stream")
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._stream(scope, receive, send)
+
+
+def _resume_point(last_event_id: str | None, after: int | None) -> int:
+    if last_event_id is not None:
+        try:
+            value = int(last_event_id.strip())
+        except ValueError:
+            raise UsageError("request_invalid", "Last-Event-ID: must be an event id (an integer)") from None
+        if value < 0:
+            raise UsageError("request_invalid", "Last-Event-ID: must not be negative")
+        return value
+    return after or 0
+
+
+@router.get(
+    "/{run_id}/events",
+    responses={
+        **NOT_FOUND,
+        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events; see docs/server.md"},
+    },
+    response_class=Response,
+)
+async def run_events(
+    run_id: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(with_scope("runs:read"))],
+    view: Annotated[Literal["events", "acp"], Query(description="Runner events, or every log entry.")] = "events",
+    after: Annotated[int | None, Query(ge=0, description="Start after this id (Last-Event-ID wins).")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    """Stream the run live; resumable with ``Last-Event-ID``."""
+    record = await visible_run(request, principal, run_id)
+    state = server_state(request)
+    start = _resume_point(last_event_id, after)
+
+    def source() -> AsyncGenerator[Frame, None]:
+        if view == "acp":
+            return _entry_frames(state, record.id, start)
+        return _event_frames(state, record.id, start)
+
+    config = state.config
+    stream = EventStream(
+        source,
+        queue_size=config.sse_queue_size,
+        stall_seconds=config.sse_stall_seconds,
+        heartbeat_seconds=config.sse_heartbeat_seconds,
+        stats=state.streams,
+        draining=state.draining,
+    )
+    return _StreamResponse(stream)
+
+
+async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+    async for entry in run_entries(state, run_id, after):
+        yield Frame(entry["seq"], encode_frame(entry["seq"], "entry", entry))
+
+
+async def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+    # Event seqs are a fold over the whole log: project from its start, send what follows `after`.
+    projector = Projector(run_id)
+    async with aclosing(run_entries(state, run_id, 0)) as entries:
+        async for entry in entries:
+            for event in projector.feed(entry):
+                if event["seq"] > after:
+                    yield Frame(event["seq"], encode_frame(event["seq"], event["type"], event))
+            if projector.ended:
+                return
+
+
+async def run_entries(state: ServerState, run_id: str, after: int) -> AsyncGenerator[LogEntry, None]:
+    """Committed entries after ``after``, live, until the run has ended and its log is read."""
+    baton = state.baton
+    cursor = after
+    async with aclosing(baton.log.subscribe(run_id, after=after)) as live:
+        async for entry in live:
+            yield entry
+            cursor = entry["seq"]
+    # The log this process holds is done with the run, or never held it (another process
+    # executes it, or executed it): follow the store until the run has ended.
+    while True:
+        ended = (await baton.store.get_run(run_id)).is_terminal
+        entries = await baton.log.read(run_id, after=cursor)
+        for entry in entries:
+            yield entry
+            cursor = entry["seq"]
+        if ended:
+            return
+        if not entries:
+            await asyncio.sleep(_POLL_SECONDS)

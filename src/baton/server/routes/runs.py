@@ -1,0 +1,118 @@
+"""``POST /v1/runs``, ``GET /v1/runs``, ``GET /v1/runs/{id}``: runs belong to the token's ``sub``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from baton.errors import AuthError, RefusedError, UsageError
+from baton.runs.spec import RunSpec
+from baton.server.auth import Principal
+from baton.server.config import ServerConfig
+from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
+from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.state import server_state
+from baton.store import RunRecord
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
+
+_Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
+_Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
+
+
+def run_object(record: RunRecord) -> Run:
+    return Run.model_validate(record.to_dict())
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Run,
+    responses={
+        400: {"model": ErrorResponse, "description": "invalid_argument"},
+        403: {"model": ErrorResponse, "description": "scope_missing, repository_not_allowed"},
+        422: {"model": ErrorResponse, "description": "request_invalid (names the field)"},
+    },
+)
+async def create_run(body: CreateRunRequest, request: Request, principal: _Writer) -> Run:
+    """Start a run of an agent on a repository; it executes in this server's process."""
+    state = server_state(request)
+    if body.permission_mode == "bypassPermissions" and not principal.is_admin:
+        raise AuthError("scope_missing", "permission_mode bypassPermissions needs the scope 'admin'")
+    for name in ("turns", "seconds"):
+        if body.budget is not None and getattr(body.budget, name) is not None:
+            raise UsageError("request_invalid", f"budget.{name}: not supported yet (only budget.usd)")
+    prompt, repo = body.prompt, body.repo
+    if body.task_id is not None:
+        task = await state.baton.store.get_task(body.task_id)
+        prompt, repo = prompt or task.prompt, repo or task.repo
+    if not prompt:
+        raise UsageError("request_invalid", "prompt: required (or a task_id whose task has one)")
+    if not repo:
+        raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
+    repo_path = _allowed_repository(Path(repo), state.config)
+    spec = RunSpec(
+        prompt=prompt,
+        repo=repo_path,
+        agent=body.agent,
+        model=body.model,
+        permission_mode=body.permission_mode,
+        allow=tuple(body.allow),
+        deny=tuple(body.deny),
+        budget_usd=body.budget.usd if body.budget else None,
+        task_id=body.task_id,
+        run_mode=body.run_mode,
+    )
+    handle = await state.baton.start(spec)
+    state.handles[handle.run_id] = handle
+    # Baton.start does not take an owner yet: the run is someone's a moment after it exists
+    # (until then only admins see it).
+    record = await state.baton.store.update_run(handle.run_id, owner=principal.sub)
+    return run_object(record)
+
+
+def _allowed_repository(repo: Path, config: ServerConfig) -> Path:
+    if not repo.is_absolute():
+        raise UsageError("request_invalid", "repo: must be an absolute path on the server")
+    resolved = repo.resolve()
+    roots = config.workspace_roots
+    if roots is None:
+        if config.loopback_only:
+            return resolved
+        roots = ()
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        raise RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)")
+    return resolved
+
+
+@router.get("", response_model=RunList, responses={422: {"model": ErrorResponse}})
+async def list_runs(
+    request: Request,
+    principal: _Reader,
+    status: Annotated[RunStatus | None, Query(description="Only runs with this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> RunList:
+    """The caller's runs (every run for admin), oldest first."""
+    state = server_state(request)
+    records = [r for r in await state.baton.store.list_runs(status) if principal.may_see(r.id, r.owner)]
+    start = 0
+    if cursor is not None:
+        ids = [record.id for record in records]
+        if cursor in ids:
+            start = ids.index(cursor) + 1
+        else:  # the cursor's run is gone or filtered out: continue after it by id order
+            start = next((i for i, record in enumerate(records) if record.id > cursor), len(records))
+    page = records[start : start + limit]
+    more = start + limit < len(records)
+    return RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
+
+
+@router.get("/{run_id}", response_model=Run, responses=NOT_FOUND)
+async def get_run(run_id: str, request: Request, principal: _Reader) -> Run:
+    """One run."""
+    return run_object(await visible_run(request, principal, run_id))

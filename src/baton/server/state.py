@@ -1,0 +1,35 @@
+"""The application's state: what every request handler needs, built by the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+from baton.config import Settings
+from baton.server.auth import Authenticator
+from baton.server.config import ServerConfig
+from baton.server.sse import StreamStats
+
+if TYPE_CHECKING:
+    from baton.runs import Baton, RunHandle
+
+__all__ = ["ServerState", "server_state"]
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    config: ServerConfig
+    authenticator: Authenticator
+    baton: Baton
+    draining: asyncio.Event
+    streams: StreamStats
+    handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
+
+
+def server_state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.baton_server
+    return state

@@ -1,0 +1,221 @@
+"""REST, errors and limits of a real server on loopback (no agent runs here)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.server._server import RunningServer, running_server
+
+from baton.config import Settings
+from baton.errors import CODES, UsageError
+from baton.server import HTTP_STATUS, ServerConfig, create_app
+from baton.store import RunRecord
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[RunningServer]:
+    with running_server(settings, ServerConfig(max_body_bytes=4096)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
+        yield client
+
+
+def stored_run(server: RunningServer, owner: str | None = "local", status: str | None = None) -> RunRecord:
+    record = server.call(lambda: server.baton.store.create_run(agent="claude", owner=owner, repo="/tmp/x"))
+    if status is not None:
+        record = server.call(lambda: server.baton.store.update_run(record.id, status=status))
+    return record
+
+
+def test_every_error_code_has_an_http_status() -> None:
+    assert set(HTTP_STATUS) >= CODES
+    assert HTTP_STATUS["run_not_found"] == 404 and HTTP_STATUS["request_invalid"] == 422
+    assert HTTP_STATUS["token_expired"] == 401 and HTTP_STATUS["scope_missing"] == 403
+    assert HTTP_STATUS["rate_limited"] == 429 and HTTP_STATUS["body_too_large"] == 413
+
+
+def test_health_needs_no_token(server: RunningServer) -> None:
+    response = httpx.get(server.base_url + "/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "version": "0.1.0", "database": "ok"}
+
+
+def test_the_local_token_is_private_and_required(server: RunningServer, settings: Settings) -> None:
+    token_file = settings.home / "api-token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    missing = httpx.get(server.base_url + "/v1/runs")
+    assert missing.status_code == 401 and missing.json()["error"]["code"] == "token_missing"
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    wrong = httpx.get(server.base_url + "/v1/runs", headers={"Authorization": "Bearer baton-local-not-it"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "token_invalid"
+    basic = httpx.get(server.base_url + "/v1/runs", headers={"Authorization": "Basic Zm9vOmJhcg=="})
+    assert basic.json()["error"]["code"] == "token_missing"
+
+
+def test_without_keys_only_loopback_is_served(settings: Settings) -> None:
+    with pytest.raises(UsageError) as refused:
+        create_app(settings, ServerConfig(host="0.0.0.0"))
+    assert refused.value.code == "invalid_argument"
+
+
+def test_runs_are_listed_and_paginated(server: RunningServer, client: httpx.Client) -> None:
+    mine = [stored_run(server) for _ in range(4)]
+    mine.append(stored_run(server, owner="someone-else"))  # the local token is the machine's owner: admin
+    finished = stored_run(server, status="finished")
+    first = client.get("/v1/runs", params={"limit": 2}).json()
+    assert [run["id"] for run in first["runs"]] == [mine[0].id, mine[1].id]
+    seen = [run["id"] for run in first["runs"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        page = client.get("/v1/runs", params={"limit": 2, "cursor": cursor}).json()
+        seen += [run["id"] for run in page["runs"]]
+        cursor = page["next_cursor"]
+    assert seen == [run.id for run in mine] + [finished.id]
+    only_finished = client.get("/v1/runs", params={"status": "finished"}).json()["runs"]
+    assert [run["id"] for run in only_finished] == [finished.id]
+    assert only_finished[0] == finished.to_dict() | {"status": "finished", "status_reason": None}
+    bad = client.get("/v1/runs", params={"status": "sleeping"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "request_invalid"
+    assert bad.json()["error"]["message"].startswith("status:")
+
+
+def test_get_run_returns_the_run_object(server: RunningServer, client: httpx.Client) -> None:
+    record = stored_run(server)
+    response = client.get(f"/v1/runs/{record.id}")
+    assert response.status_code == 200
+    assert response.json() == record.to_dict()
+    assert set(response.json()) == {
+        "id", "task_id", "agent", "model", "permission_mode", "run_mode", "status", "status_reason",
+        "created_at", "finished_at", "total_cost_usd", "repo",
+    }  # fmt: skip
+    missing = client.get("/v1/runs/run_nope")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
+
+
+def test_bad_run_requests_name_the_field(client: httpx.Client, repo: Path) -> None:
+    cases = [
+        ({"repo": str(repo), "prompt": "go", "permission_mode": "yolo"}, "permission_mode"),
+        ({"repo": str(repo), "prompt": "go", "promt": "typo"}, "promt"),
+        ({"repo": str(repo), "prompt": "go", "budget": {"usd": -1}}, "budget.usd"),
+        ({"repo": str(repo), "prompt": "go", "budget": {"turns": 3}}, "budget.turns"),
+        ({"repo": str(repo), "prompt": "go", "allow": "Bash"}, "allow"),
+        ({"repo": str(repo)}, "prompt"),
+        ({"prompt": "go"}, "repo"),
+        ({"prompt": "go", "repo": "relative/dir"}, "repo"),
+    ]
+    for body, field in cases:
+        response = client.post("/v1/runs", json=body)
+        assert response.status_code == 422, (body, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "request_invalid"
+        assert error["message"].startswith(f"{field}:"), (body, error)
+    not_json = client.post("/v1/runs", content=b"{not json", headers={"content-type": "application/json"})
+    assert not_json.status_code == 422 and not_json.json()["error"]["code"] == "request_invalid"
+
+
+def test_a_missing_repository_and_missing_credentials_are_refused(
+    client: httpx.Client, tmp_path: Path, repo: Path
+) -> None:
+    response = client.post("/v1/runs", json={"prompt": "go", "repo": str(tmp_path / "nowhere")})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_argument"
+    response = client.post("/v1/runs", json={"prompt": "go", "repo": str(repo)})
+    assert response.status_code == 503 and response.json()["error"]["code"] == "model_credentials_missing"
+
+
+def test_a_body_over_the_limit_is_refused(server: RunningServer, client: httpx.Client, repo: Path) -> None:
+    huge = {"prompt": "x" * 10_000, "repo": str(repo)}
+    response = client.post("/v1/runs", json=huge)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"prompt": "'
+        for _ in range(10):
+            yield b"y" * 1000
+        yield b'"}'
+
+    streamed = client.post("/v1/runs", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413 and streamed.json()["error"]["code"] == "body_too_large"
+    record = stored_run(server)
+    rpc = client.post(f"/v1/runs/{record.id}/command", content=chunks())
+    assert rpc.status_code == 413
+
+
+def test_json_rpc_errors_come_back_with_http_200(server: RunningServer, client: httpx.Client) -> None:
+    record = stored_run(server, status="running")
+    url = f"/v1/runs/{record.id}/command"
+
+    def call(body: bytes | dict[str, object]) -> dict[str, object]:
+        response = client.post(url, content=body) if isinstance(body, bytes) else client.post(url, json=body)
+        assert response.status_code == 200, response.text
+        reply: dict[str, object] = response.json()
+        assert reply["jsonrpc"] == "2.0"
+        return reply
+
+    assert call(b"{nope")["error"] == {"code": -32700, "message": "Parse error: the body is not JSON"}
+    assert call(b"[]")["error"]["code"] == -32600  # type: ignore[index]
+    assert call({"jsonrpc": "1.0", "id": 1, "method": "cancel"})["error"]["code"] == -32600  # type: ignore[index]
+    unknown = call({"jsonrpc": "2.0", "id": 7, "method": "explode"})
+    assert unknown["id"] == 7 and unknown["error"]["code"] == -32601  # type: ignore[index]
+    bad = call({"jsonrpc": "2.0", "id": "a", "method": "user_message", "params": {"text": "hi"}})
+    assert bad["id"] == "a" and bad["error"]["code"] == -32602  # type: ignore[index]
+    bad_mode = call({"jsonrpc": "2.0", "id": 2, "method": "set_permission_mode", "params": {"permission_mode": "x"}})
+    assert bad_mode["error"]["code"] == -32602  # type: ignore[index]
+    not_object = call({"jsonrpc": "2.0", "id": 3, "method": "cancel", "params": [1]})
+    assert not_object["error"]["code"] == -32602  # type: ignore[index]
+
+
+def test_commands_for_runs_this_server_does_not_execute(server: RunningServer, client: httpx.Client) -> None:
+    running = stored_run(server, status="running")
+    url = f"/v1/runs/{running.id}/command"
+    queued = client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "user_message", "params": {"content": "hi"}})
+    assert queued.json()["result"]["status"] == "queued"
+    pending = server.call(lambda: server.baton.store.inbox_pending(running.id))
+    assert [(item["kind"], item["payload"]) for item in pending] == [("user_message", {"content": "hi"})]
+    ended = stored_run(server, status="finished")
+    refused = client.post(f"/v1/runs/{ended.id}/command", json={"jsonrpc": "2.0", "id": 1, "method": "cancel"})
+    assert refused.status_code == 200
+    error = refused.json()["error"]
+    assert error["code"] == -32000 and error["data"]["code"] == "run_not_running"
+    paused = stored_run(server, status="paused")
+    message = {"jsonrpc": "2.0", "id": 1, "method": "user_message", "params": {"content": "hi"}}
+    assert client.post(f"/v1/runs/{paused.id}/command", json=message).json()["error"]["data"]["code"] == "run_paused"
+    notification = client.post(url, json={"jsonrpc": "2.0", "method": "close"})
+    assert notification.status_code == 204
+
+
+def test_openapi_publishes_the_models(client: httpx.Client) -> None:
+    document = client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    for name in ("Run", "RunList", "CreateRunRequest", "Budget", "ErrorResponse", "Health"):
+        assert name in schemas
+    paths = document["paths"]
+    assert {"/health", "/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/runs/{run_id}/command"} <= set(
+        paths
+    )
+    command_body = paths["/v1/runs/{run_id}/command"]["post"]["requestBody"]["content"]["application/json"]
+    assert command_body["schema"]["properties"]["method"]["enum"] == ["user_message", "cancel", "close",
+                                                                     "set_permission_mode"]  # fmt: skip
+
+
+def test_unknown_paths_answer_in_the_error_shape(client: httpx.Client) -> None:
+    response = client.get("/v2/nothing")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "request_invalid"
+
+
+def test_settings_come_from_the_environment(settings: Settings) -> None:
+    roots = "/a" + os.pathsep + "/b"
+    environ = {"BATON_SSE_QUEUE_SIZE": "7", "BATON_JWT_AUDIENCE": "aud-x", "BATON_WORKSPACE_ROOTS": roots}
+    config = ServerConfig.load(settings, environ, port=9)
+    assert config.sse_queue_size == 7 and config.jwt_audience == "aud-x" and config.port == 9
+    assert config.workspace_roots == (Path("/a"), Path("/b"))
+    with pytest.raises(UsageError):
+        ServerConfig.load(settings, {"BATON_SSE_QUEUE_SIZE": "many"})
