@@ -170,3 +170,12 @@ def test_a_state_of_another_version_is_refused() -> None:
     state["version"] = 99
     with pytest.raises(ValueError, match="version 99"):
         Conversation.from_dict(state)
+
+
+def test_a_rebuilt_resume_prompt_is_kept_as_the_prompt_it_names() -> None:
+    log = started()
+    prompt(log, "the task")
+    log.baton("resume", {"path": "rebuilt", "interrupted_calls": [], "prompt": "[baton:resume] go on"})
+    prompt(log, "[baton:resume] rebuilt … <baton-transcript>[user] the task</baton-transcript> … go on", 3)
+    chunk(log, "Continuing.")
+    assert rebuild_conversation(log.entries).user_turns == ["the task", "[baton:resume] go on"]

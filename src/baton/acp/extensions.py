@@ -26,6 +26,11 @@ class RunStartedParams(TypedDict):
     cwd: str
     permission_mode: str
     run_mode: str
+    # The run's own policy rules (a resume rebuilds its Gatekeeper from them).
+    allow: NotRequired[list[str]]
+    deny: NotRequired[list[str]]
+    ask: NotRequired[list[str]]
+    resumed_from: NotRequired[str]  # the ended run whose conversation this run continues
 
 
 class AgentSessionParams(TypedDict):

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 
+from baton.acp.extensions import ResumeParams
 from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
@@ -20,6 +21,7 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
+from baton.runs.resume import ResumePlan, plan_resume
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
@@ -29,6 +31,8 @@ __all__ = ["Baton", "RunHandle"]
 
 class RunHandle:
     """A run executing in this process."""
+
+    resume_plan: ResumePlan | None = None  # set when the run was resumed (docs/resume.md)
 
     def __init__(self, execution: RunExecution, task: asyncio.Task[RunOutcome]) -> None:
         self._execution = execution
@@ -174,7 +178,15 @@ class Baton:
         return self._execute(record.id, spec, gatekeeper, agent, entry)
 
     def _execute(
-        self, run_id: str, spec: RunSpec, gatekeeper: Gatekeeper, agent: AgentProcess, entry: AgentEntry | None
+        self,
+        run_id: str,
+        spec: RunSpec,
+        gatekeeper: Gatekeeper,
+        agent: AgentProcess,
+        entry: AgentEntry | None,
+        *,
+        resume: ResumeParams | None = None,
+        resumed_from: str | None = None,
     ) -> RunHandle:
         self.log.open_run(run_id)
         execution = RunExecution(
@@ -186,6 +198,8 @@ class Baton:
             agent=agent,
             start_timeout=self.settings.agent_start_timeout_seconds,
             entry=entry,
+            resume=resume,
+            resumed_from=resumed_from,
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -202,6 +216,60 @@ class Baton:
     async def run(self, spec: RunSpec) -> RunOutcome:
         """Start a run and wait for its end."""
         return await (await self.start(spec)).wait()
+
+    async def resume(self, run_id: str, prompt: str | None = None, *, repo: Path | None = None) -> RunHandle:
+        """Continue a run whose executor is gone, in this process (docs/resume.md).
+
+        Without ``prompt`` the agent gets the continuation prompt naming the interrupted calls;
+        an ended run needs ``prompt`` and continues its conversation in a new run
+        (``resumed_from``). Refused with ``run_active`` while another process executes it.
+        """
+        record = await self.store.get_run(run_id)
+        if record.agent != "claude":
+            raise RefusedError("run_not_resumable", f"resuming a {record.agent} run is not supported yet")
+        api_key = self.settings.anthropic_api_key
+        if not api_key:
+            raise RefusedError(
+                "model_credentials_missing",
+                "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
+                "or pass --scenario NAME to use baton's scripted model",
+            )
+        binary = self.settings.claude_binary or bundled_claude_binary()
+        plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=self._runs)
+        spec = plan.spec
+        repo_dir = Path(spec.repo)
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo_dir)
+        self.redactor.add(api_key)
+        run_dir = self.settings.run_dir(plan.run_id)
+        env = claude_environment(
+            run_id=plan.run_id,
+            agent_home=run_dir / "agent-home",
+            base_url=self.settings.anthropic_base_url,
+            api_key=api_key,
+            passthrough=self.settings.agent_env_passthrough,
+            parent=dict(os.environ),
+        )
+        launch = ClaudeLaunch(
+            run_id=plan.run_id,
+            binary=binary,
+            env=env,
+            launch_dir=run_dir / "launch",
+            model=spec.model,
+            max_budget_usd=spec.budget_usd,
+            hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
+            resume_session_id=plan.resume_session_id,
+        )
+        handle = self._execute(
+            plan.run_id,
+            spec,
+            Gatekeeper(policy, repo_dir),
+            InProcessClaude(launch),
+            None,
+            resume=plan.params,
+            resumed_from=plan.resumed_from,
+        )
+        handle.resume_plan = plan
+        return handle
 
     def entries(self, run_id: str, after: int = 0) -> AsyncIterator[LogEntry]:
         """The run's committed log entries, then live ones until the run's log closes."""

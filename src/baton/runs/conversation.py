@@ -13,7 +13,9 @@ resuming a long run folds only the entries logged since the stored state.
 
 A call is *interrupted* when nothing ended it: no ``completed``/``failed`` update. A
 ``_baton/resume`` entry settles the calls it names (the agent was told about them), so a
-second resume names only what the second interruption cut short.
+second resume names only what the second interruption cut short. After a rebuilt-path resume
+the next prompt carried the whole rebuilt transcript: the conversation keeps only the prompt
+that ``_baton/resume`` names, so transcripts never nest.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Conversation:
 
     __slots__ = (
         "_open",
+        "_rebuilt_prompt",
         "agent_session_id",
         "calls",
         "compactions",
@@ -88,6 +91,8 @@ class Conversation:
         self.compactions = 0
         # Chunks of the last item while it is still growing (joined once, not per chunk).
         self._open: list[str] | None = None
+        # The prompt a rebuilt-path resume named, standing in for the transcript it sent.
+        self._rebuilt_prompt: str | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -127,7 +132,8 @@ class Conversation:
                     self._update(update)
             elif method == "session/prompt":
                 if entry["direction"] == "to_agent" and not _replayed(params):
-                    self._text("user", _prompt_text(params.get("prompt")), merge=False)
+                    text, self._rebuilt_prompt = self._rebuilt_prompt or _prompt_text(params.get("prompt")), None
+                    self._text("user", text, merge=False)
             elif method is not None and method.startswith("_baton/") and not _replayed(params):
                 self._notification(method, params)
         self.upto_seq = upto
@@ -224,6 +230,8 @@ class Conversation:
             for call_id in self.calls:
                 self.items.append({"type": "tool_call", "call_id": call_id})
         elif method == "_baton/resume":
+            if params.get("path") == "rebuilt" and isinstance(params.get("prompt"), str):
+                self._rebuilt_prompt = params["prompt"]
             for call_id in params.get("interrupted_calls") or ():
                 call = self.calls.get(call_id) if isinstance(call_id, str) else None
                 if call is not None and call["status"] not in _ENDED:
@@ -259,6 +267,7 @@ class Conversation:
             "status": self.status,
             "compactions": self.compactions,
             "open_text": self._open is not None,
+            "rebuilt_prompt": self._rebuilt_prompt,
         }
 
     @classmethod
@@ -277,6 +286,7 @@ class Conversation:
         conversation.cwd = state.get("cwd")
         conversation.status = state.get("status")
         conversation.compactions = int(state.get("compactions") or 0)
+        conversation._rebuilt_prompt = state.get("rebuilt_prompt")
         if state.get("open_text") and conversation.items:
             conversation._open = [conversation.items[-1].get("text", "")]
         return conversation

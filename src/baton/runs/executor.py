@@ -17,7 +17,7 @@ from typing import Any, cast
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
-from baton.acp.extensions import StatusParams, notification
+from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, notification
 from baton.acp.host import AgentNormalizer, BatonHost
 from baton.acp.tap import TappingTransport
 from baton.acp.workspace import Workspace
@@ -27,6 +27,7 @@ from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
+from baton.runs.executors import this_executor_id
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
@@ -70,6 +71,8 @@ class RunExecution:
         gatekeeper: Gatekeeper,
         agent: AgentProcess,
         start_timeout: float,
+        resume: ResumeParams | None = None,
+        resumed_from: str | None = None,
         entry: AgentEntry | None = None,
         snapshots: SnapshotRecorder | None = None,
     ) -> None:
@@ -84,6 +87,10 @@ class RunExecution:
         self._start_timeout = start_timeout
         self._cancel = asyncio.Event()
         self._session_id: str | None = None
+        # A resume logs ``_baton/resume`` instead of ``_baton/run_started``, unless it starts a
+        # new run (``resumed_from``) that continues the conversation of an ended one.
+        self._resume = resume
+        self._resumed_from = resumed_from
 
     def _note(self, name: str, params: Any) -> int:
         message = notification(name, params)
@@ -95,9 +102,8 @@ class RunExecution:
     async def run(self) -> RunOutcome:
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
-        self._note(
-            "run_started",
-            {
+        if self._resume is None or self._resumed_from is not None:
+            opening: RunStartedParams = {
                 "run_id": run_id,
                 "task_id": spec.task_id,
                 "agent": spec.agent,
@@ -105,10 +111,20 @@ class RunExecution:
                 "cwd": cwd,
                 "permission_mode": spec.permission_mode,
                 "run_mode": spec.run_mode,
-            },
+                "allow": list(spec.allow),
+                "deny": list(spec.deny),
+                "ask": list(spec.ask),
+            }
+            if self._resumed_from is not None:
+                opening["resumed_from"] = self._resumed_from
+            self._note("run_started", opening)
+        if self._resume is not None:
+            self._note("resume", self._resume)
+        reason = "started" if self._resume is None else "resumed"
+        self._note("status", {"status": "running", "reason": reason})
+        await self._store.update_run(
+            run_id, status="running", status_reason=reason, started_at=utc_timestamp(), executor_id=this_executor_id()
         )
-        self._note("status", {"status": "running", "reason": "started"})
-        await self._store.update_run(run_id, status="running", status_reason="started", started_at=utc_timestamp())
         started = time.monotonic()
         try:
             async with self._snapshots or contextlib.nullcontext():

@@ -1,0 +1,63 @@
+"""``baton show RUN [--json]``: one run in detail — its record, executor, transitions, conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.cli.runs import run_object
+from baton.config import Settings
+from baton.errors import BatonError
+from baton.runs.executors import executor_alive
+from baton.store import Store
+
+__all__ = ["show_command"]
+
+_DETAILS = ("cwd", "agent_session_id", "resumed_from", "started_at", "error_code", "error_message", "budget_usd")
+
+
+@app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+) -> None:
+    """Show a run: the run object, where it executes, its status transitions and log size."""
+    try:
+        body = asyncio.run(_show(Settings.load(), run_id))
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    if json_output:
+        sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
+        return
+    for key, value in body.items():
+        if key == "transitions":
+            continue
+        sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
+    sys.stdout.write("transitions:\n")
+    for step in body["transitions"]:
+        sys.stdout.write(
+            f"  {step['at']}  {step['from_status'] or '·'} → {step['to_status']}  {step['reason'] or ''}\n"
+        )
+
+
+async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
+    from baton.store._writer import run_position
+
+    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    async with store:
+        record = await store.get_run(run_id)
+        transitions = await store.list_transitions(run_id)
+        _key, last_seq = await asyncio.to_thread(run_position, store.engine, run_id)
+    body = run_object(record)
+    body.update({name: getattr(record, name) for name in _DETAILS})
+    body["executor_id"] = record.executor_id
+    body["executor_alive"] = executor_alive(record.executor_id, record.heartbeat_at)
+    body["log_entries"] = last_seq
+    body["transitions"] = [step.to_dict() for step in transitions]
+    return body

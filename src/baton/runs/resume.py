@@ -1,0 +1,359 @@
+"""Resuming a run: what to tell the agent, and how to bring its conversation back.
+
+DESIGN.md "Runs across processes" → Resume, and docs/resume.md:
+
+- **Native path**: the agent restores its own session (Claude: ``resume=`` the run's agent
+  session in the run's agent home, forked to a new pinned session id).
+- **Rebuilt path**, when the agent home or the session file is gone: a new session whose first
+  prompt carries the conversation rebuilt from the log (:mod:`baton.runs.conversation`),
+  verbatim, within a token budget — oldest items dropped first, long tool results truncated,
+  and the prompt says what was left out.
+- Without a prompt from the user, the agent gets a fixed continuation prompt that names the
+  interrupted calls; it starts with :data:`RESUME_MARKER` and has one
+  ``[baton:interrupted <Tool>]`` line per call, which scripted scenarios key on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import Engine, update
+
+from baton.acp.extensions import ResumeParams
+from baton.agents.processes import kill_run_processes, run_process_ids
+from baton.config import Settings
+from baton.errors import RefusedError, UsageError
+from baton.runs.conversation import Conversation, Item, ToolCall
+from baton.runs.executors import executor_alive, this_executor_id
+from baton.runs.spec import RunSpec
+from baton.store import SessionLog, Store
+from baton.store.records import RunRecord
+from baton.store.tables import runs
+
+__all__ = [
+    "DEFAULT_CONTEXT_TOKENS",
+    "RESULT_CHARS",
+    "RESUME_MARKER",
+    "ResumePlan",
+    "claude_session_file",
+    "continuation_prompt",
+    "estimate_tokens",
+    "load_conversation",
+    "plan_resume",
+    "rebuilt_prompt",
+]
+
+RESUME_MARKER: Final = "[baton:resume]"
+DEFAULT_CONTEXT_TOKENS: Final = 50_000
+RESULT_CHARS: Final = 4_000  # a longer tool result (or input) keeps its first and last halves
+_SUMMARY_CHARS: Final = 200
+_PAGE: Final = 10_000
+_LIVE_STATUSES: Final = frozenset({"queued", "running", "paused", "interrupted"})
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What :meth:`baton.runs.Baton.resume` executes."""
+
+    run_id: str  # the run that continues: the same one, or a new one continuing an ended run
+    resumed_from: str | None  # the ended run a new run continues
+    spec: RunSpec  # ``prompt`` is what the agent is sent first
+    params: ResumeParams  # logged as ``_baton/resume``
+    resume_session_id: str | None  # native path: the agent session to resume
+    conversation: Conversation
+
+
+async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conversation:
+    """The run's conversation: the stored state brought up to date with the entries since.
+
+    A run that continues an ended one (``resumed_from``) starts from that run's conversation.
+    The state is saved again when new entries were folded.
+    """
+    conversation: Conversation | None = None
+    stored = await store.load_conversation_state(run_id)
+    if stored is not None:
+        try:
+            conversation = Conversation.from_dict(stored[1])
+        except (ValueError, KeyError, TypeError):
+            conversation = None  # another version: fold again from the log
+    if conversation is None:
+        record = await store.get_run(run_id)
+        if record.resumed_from:
+            conversation = await load_conversation(store, log, record.resumed_from)
+            conversation.upto_seq = 0  # the parent's seqs are not this run's
+        else:
+            conversation = Conversation()
+    start = conversation.upto_seq
+    while page := await log.read(run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE):
+        conversation.apply(page)
+    if conversation.upto_seq > start or stored is None:
+        await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+    return conversation
+
+
+async def plan_resume(
+    store: Store,
+    log: SessionLog,
+    settings: Settings,
+    run_id: str,
+    prompt: str | None,
+    *,
+    repo: Path | None = None,
+    executing: Collection[str] = (),
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS,
+) -> ResumePlan:
+    """Check that ``run_id`` may be resumed, take it over, and decide the path and the prompt.
+
+    Refused with ``run_active`` while a live executor runs it (``executing``: runs of this
+    process), with ``run_ended`` for an ended run without a prompt. A run that ended continues
+    in a new run (``resumed_from``); any other run continues in place, after its leftover
+    processes are killed.
+    """
+    record = await store.get_run(run_id)
+    if run_id in executing or (
+        record.status in _LIVE_STATUSES and executor_alive(record.executor_id, record.heartbeat_at)
+    ):
+        raise RefusedError("run_active", f"run {run_id} is being executed by {record.executor_id or 'this process'}")
+    ended = record.is_terminal
+    if ended and prompt is None:
+        raise RefusedError(
+            "run_ended", f"run {run_id} is {record.status}; give a PROMPT to continue its conversation in a new run"
+        )
+    opening = await _run_started(log, run_id)
+    cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
+    if not cwd.is_dir():
+        raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
+    cwd = cwd.resolve()
+    conversation = await load_conversation(store, log, run_id)
+    spec = RunSpec(
+        prompt="",
+        repo=cwd,
+        agent=record.agent,
+        model=record.model,
+        permission_mode=record.permission_mode,
+        allow=tuple(opening.get("allow") or ()),
+        deny=tuple(opening.get("deny") or ()),
+        ask=tuple(opening.get("ask") or ()),
+        budget_usd=record.budget_usd,
+        task_id=record.task_id,
+        run_mode="interactive" if record.run_mode == "interactive" else "background",
+    )
+    if ended:
+        target = await store.create_run(
+            agent=record.agent,
+            model=record.model,
+            permission_mode=record.permission_mode,
+            run_mode=record.run_mode,
+            task_id=record.task_id,
+            repo=str(cwd),
+            cwd=str(cwd),
+            budget_usd=record.budget_usd,
+            resumed_from=run_id,
+        )
+        await asyncio.to_thread(_copy_agent_config, settings, run_id, target.id)
+        interrupted: list[ToolCall] = []
+    else:
+        target = record
+        await _take_over(store, record)
+        interrupted = conversation.interrupted_calls
+    session_id = conversation.agent_session_id or record.agent_session_id
+    agent_home = settings.run_dir(target.id) / "agent-home"
+    native = (
+        session_id is not None
+        and str(cwd) == (conversation.cwd or record.cwd)
+        and claude_session_file(agent_home, session_id) is not None
+    )
+    user_prompt = prompt if prompt is not None else continuation_prompt(interrupted)
+    agent_prompt = user_prompt if native else rebuilt_prompt(conversation, user_prompt, budget_tokens=context_tokens)
+    params: ResumeParams = {
+        "path": "native" if native else "rebuilt",
+        "interrupted_calls": [call["id"] for call in interrupted],
+        "prompt": user_prompt,
+    }
+    return ResumePlan(
+        run_id=target.id,
+        resumed_from=run_id if ended else None,
+        spec=replace(spec, prompt=agent_prompt),
+        params=params,
+        resume_session_id=session_id if native else None,
+        conversation=conversation,
+    )
+
+
+async def _run_started(log: SessionLog, run_id: str) -> dict[str, Any]:
+    for entry in await log.read(run_id, after=0, until=10):
+        if entry["method"] == "_baton/run_started":
+            params = entry["payload"].get("params")
+            return params if isinstance(params, dict) else {}
+    return {}
+
+
+async def _take_over(store: Store, record: RunRecord) -> None:
+    """Become the run's executor (at most one process wins), then end what the dead one left."""
+    me = this_executor_id()
+    if not await asyncio.to_thread(_claim, store.engine, record.id, record.executor_id, me):
+        raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+    if record.status in ("running", "paused"):
+        await store.update_run(record.id, status="interrupted", status_reason="executor_dead")
+    if run_process_ids(record.id):
+        await asyncio.to_thread(kill_run_processes, record.id)
+
+
+def _claim(engine: Engine, run_id: str, expected: str | None, executor_id: str) -> bool:
+    # Compare-and-set: two resumes that both saw a dead executor cannot both take the run.
+    current = runs.c.executor_id.is_(None) if expected is None else runs.c.executor_id == expected
+    with engine.begin() as connection:
+        result = connection.execute(update(runs).where(runs.c.id == run_id, current).values(executor_id=executor_id))
+        return result.rowcount == 1
+
+
+def _copy_agent_config(settings: Settings, source_run: str, target_run: str) -> None:
+    """The agent's own state (Claude's session files) for a new run that continues an ended one."""
+    source = settings.run_dir(source_run) / "agent-home" / ".claude"
+    if source.is_dir():
+        shutil.copytree(source, settings.run_dir(target_run) / "agent-home" / ".claude", dirs_exist_ok=True)
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative estimate (about four characters a token for English and code)."""
+    return len(text) // 4 + 1
+
+
+def continuation_prompt(interrupted: Sequence[ToolCall]) -> str:
+    """The fixed prompt a resume without a user prompt sends."""
+    lines = [f"{RESUME_MARKER} This run was interrupted (the process executing it stopped) and baton resumed it."]
+    if interrupted:
+        lines.append("These tool calls were cut short before they returned a result:")
+        for call in interrupted:
+            lines.append(f"[baton:interrupted {call['tool'] or 'tool'}] {_call_summary(call)} (call {call['id']})")
+        lines.append(
+            "Check whether each one took effect, run it again if it did not, then continue the task "
+            "from where it stopped."
+        )
+    else:
+        lines.append("No tool call was in flight. Continue the task from where it stopped.")
+    return "\n".join(lines)
+
+
+def rebuilt_prompt(
+    conversation: Conversation,
+    prompt: str,
+    *,
+    budget_tokens: int = DEFAULT_CONTEXT_TOKENS,
+    result_chars: int = RESULT_CHARS,
+) -> str:
+    """The first prompt of a new session: the conversation so far, then ``prompt``.
+
+    The first user turn (the task) is always kept; older items go first when the transcript
+    does not fit ``budget_tokens``. The header says how much was dropped or truncated.
+    """
+    rendered: list[str] = []
+    truncated = 0
+    for item in conversation.view():
+        text, cut = _render(item, conversation, result_chars)
+        rendered.append(text)
+        truncated += cut
+    fixed = estimate_tokens(prompt) + 200  # the header and the closing tags
+    keep_first = 1 if rendered and conversation.view()[0]["type"] == "user" else 0
+    total = sum(estimate_tokens(text) for text in rendered) + fixed
+    dropped = 0
+    index = keep_first
+    while total > budget_tokens and index < len(rendered):
+        total -= estimate_tokens(rendered[index])
+        index += 1
+        dropped += 1
+    kept = rendered[:keep_first] + rendered[index:]
+    if dropped:
+        kept.insert(keep_first, f"[… {dropped} earlier items of the conversation omitted to fit the context budget …]")
+    notes = []
+    if dropped:
+        notes.append(f"{dropped} earlier items were dropped (oldest first) to fit the context budget")
+    if truncated:
+        notes.append(f"{truncated} long tool inputs or results were truncated (their middle is omitted)")
+    header = (
+        f"{RESUME_MARKER} This run was interrupted and its agent session could not be restored, so baton "
+        "rebuilt the conversation from the run's log. The transcript below is that conversation, verbatim"
+        + ("; " + "; ".join(notes) if notes else "")
+        + ". Treat it as your own history: the tool calls in it really ran (or were cut short where it says so)."
+    )
+    transcript = "\n\n".join(kept)
+    return f"{header}\n\n<baton-transcript>\n{transcript}\n</baton-transcript>\n\n{prompt}"
+
+
+def _render(item: Item, conversation: Conversation, result_chars: int) -> tuple[str, int]:
+    kind = item["type"]
+    if kind == "user":
+        return f"[user]\n{item.get('text', '')}", 0
+    if kind == "agent":
+        return f"[assistant]\n{item.get('text', '')}", 0
+    if kind == "summary":
+        return f"[summary of the conversation before it was compacted]\n{item.get('text', '')}", 0
+    if kind == "plan":
+        lines = ["[plan]"]
+        for entry in item.get("entries") or []:
+            if isinstance(entry, dict):
+                lines.append(f"- [{entry.get('status', '?')}] {entry.get('content', '')}")
+        return "\n".join(lines), 0
+    call = conversation.calls.get(item.get("call_id", ""))
+    if call is None:
+        return "[tool call]", 0
+    status = call["status"]
+    if status in ("pending", "in_progress", "interrupted"):
+        status = "interrupted: no result was recorded"
+    raw_input, cut_input = _clip(_as_text(call["input"]), result_chars)
+    lines = [f"[tool call {call['tool'] or 'tool'} {call['id']} — {status}]", f"input: {raw_input}"]
+    cut = cut_input
+    result = call["text"] if call["text"] is not None else _as_text(call["output"]) if call["output"] else None
+    if result is not None:
+        shown, cut_result = _clip(result, result_chars)
+        lines.append(f"result:\n{shown}")
+        cut += cut_result
+    return "\n".join(lines), cut
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _clip(text: str, limit: int) -> tuple[str, int]:
+    if len(text) <= limit:
+        return text, 0
+    half = limit // 2
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n… [{omitted} characters omitted] …\n{text[-half:]}", 1
+
+
+def _call_summary(call: ToolCall) -> str:
+    raw = call["input"]
+    if isinstance(raw, dict):
+        for key in ("command", "file_path", "path", "pattern", "url"):
+            value = raw.get(key)
+            if isinstance(value, str):
+                return _one_line(value)
+    return _one_line(call["title"] or _as_text(raw))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _SUMMARY_CHARS else line[: _SUMMARY_CHARS - 1] + "…"
+
+
+def claude_session_file(agent_home: Path, session_id: str) -> Path | None:
+    """Claude Code's transcript of ``session_id`` under the agent home, if it is there."""
+    projects = agent_home / ".claude" / "projects"
+    if not projects.is_dir():
+        return None
+    for candidate in projects.glob(f"*/{session_id}.jsonl"):
+        if candidate.is_file() and candidate.stat().st_size > 0:
+            return candidate
+    return None
