@@ -107,6 +107,19 @@ class AgentEntry:
         version = json.loads(manifest.read_text()).get("version")
         return str(version) if version else None
 
+    def mode_map(self) -> dict[str, str | None]:
+        """baton mode (no rules) → the native setting it runs under; None: not enforceable."""
+        from baton.gates import MODES, Policy
+
+        chosen: dict[str, str | None] = {}
+        for mode in MODES:
+            policy = Policy.build(mode, agent_runs_unprivileged=True)
+            try:
+                chosen[mode] = choose_setting(self, Gatekeeper(policy, AGENTS_DIR)).name
+            except RefusedError:
+                chosen[mode] = None
+        return chosen
+
     def describe(self) -> dict[str, Any]:
         """The ``baton agents --json`` object."""
         installed = self.package is None or self.executable() is not None
@@ -116,7 +129,8 @@ class AgentEntry:
             "version": self.installed_version() if self.package else self.version,
             "package": f"{self.package}@{self.version}" if self.package else None,
             "command": [str(AGENTS_DIR / self.command[0]), *self.command[1:]] if self.package else list(self.command),
-            "modes": [
+            "modes": self.mode_map(),
+            "native_settings": [
                 {
                     "native": setting.name,
                     "setting": setting.native,

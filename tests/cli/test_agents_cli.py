@@ -1,0 +1,35 @@
+"""``baton agents [--json]``: the registry as the CLI prints it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.cli._baton_cli import invoke_in_process
+
+
+def test_agents_json_lists_codex_installed_with_its_mode_matrix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "--json")
+    assert result.returncode == 0, result.describe()
+    agents = {agent["name"]: agent for agent in json.loads(result.stdout)}
+    assert set(agents) == {"claude", "codex"}
+    codex = agents["codex"]
+    assert codex["installed"] is True and codex["version"] == "0.16.0"
+    assert codex["package"] == "@zed-industries/codex-acp@0.16.0"
+    assert Path(codex["command"][0]).is_file()
+    assert codex["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
+    settings = {s["native"]: s for s in codex["native_settings"]}
+    assert settings["ask-all"]["unasked"] == []
+    assert "approval_policy=untrusted" in settings["ask-all"]["setting"]
+    assert any(".claude/" in probe for probe in settings["auto"]["unasked"])
+    assert codex["tools"]["exec_command"] == "Bash" and codex["tools"]["apply_patch"] == "Edit"
+    assert result.stderr == ""
+
+
+def test_agents_table_names_every_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents")
+    assert result.returncode == 0
+    assert "codex" in result.stdout and "claude" in result.stdout and "ask-all" in result.stdout
