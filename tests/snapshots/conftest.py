@@ -9,20 +9,11 @@ import hashlib
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from baton.snapshots import ShadowRepo
 
 GIT = ["git", "-c", "user.name=baton tests", "-c", "user.email=tests@baton.invalid"]
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_agent_processes() -> Iterator[None]:
-    """These tests start no agents."""
-    yield
 
 
 def git(repo: Path, *args: str) -> str:

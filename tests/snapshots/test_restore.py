@@ -131,6 +131,9 @@ def test_a_dirty_target_is_refused_unless_forced(tmp_path: Path) -> None:
     restore_archive(tmp_path / "s1.tar.gz", target, base=GitObjects(shadow_repo.environment), force=True)
     assert (target / "a.txt").read_text() == "changed\n"
     assert (target / "unrelated.txt").read_text() == "kept\n"
+    # the same restore again finds nothing it would lose
+    again = restore_archive(tmp_path / "s1.tar.gz", target, base=GitObjects(shadow_repo.environment))
+    assert (again.base_written, again.files_written) == (0, 1)
     # a git repository with uncommitted changes is dirty as a whole
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))

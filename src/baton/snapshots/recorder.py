@@ -110,8 +110,13 @@ class SnapshotRecorder:
     async def __aenter__(self) -> SnapshotRecorder:
         if self._worker is not None or self._closed:
             raise RuntimeError("a SnapshotRecorder cannot be reopened")
-        self._scratch.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(self.shadow.prepare)
+        try:
+            self._scratch.mkdir(parents=True, exist_ok=True)
+            await asyncio.to_thread(self.shadow.prepare)
+        except Exception as exc:  # snapshots are best effort: the run goes on without them
+            self._failed(exc)
+            self._closed = True
+            return self
         self._worker = asyncio.create_task(self._work(), name=f"baton-snapshots-{self.run_id}")
         return self
 
@@ -141,7 +146,7 @@ class SnapshotRecorder:
     def observe(self, seq: int, method: str | None, payload: dict[str, Any]) -> None:
         """Look at one appended entry; a finished file or shell tool call requests a capture."""
         self._last_seq = seq
-        if method != "session/update":
+        if method != "session/update" or self._closed:
             return
         params = payload.get("params")
         update = params.get("update") if isinstance(params, dict) else None
@@ -216,16 +221,7 @@ class SnapshotRecorder:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed capture never ends the run
-                self._log.append(
-                    self.run_id,
-                    "baton",
-                    "_baton/error",
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "_baton/error",
-                        "params": {"code": "snapshot_failed", "message": str(exc)[:4000]},
-                    },
-                )
+                self._failed(exc)
             finally:
                 self._busy = False
             if not self._wake.is_set():  # nothing new: whoever waits has what they asked for
@@ -233,6 +229,12 @@ class SnapshotRecorder:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def _failed(self, exc: Exception) -> None:
+        params = {"code": "snapshot_failed", "message": f"{type(exc).__name__}: {exc}"[:4000]}
+        self._log.append(
+            self.run_id, "baton", "_baton/error", {"jsonrpc": "2.0", "method": "_baton/error", "params": params}
+        )
 
     def _capture(self, paths: list[str] | None, seq: int) -> Snapshot | None:
         return self.shadow.capture(paths, log_seq_to=seq, annotate=self._archive)

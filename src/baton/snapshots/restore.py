@@ -271,7 +271,8 @@ def _current_sha(path: Path) -> str | None:
 
 def _dirty_files(target: Path, planned: Mapping[str, str | None]) -> list[str]:
     """Files of the target a restore would lose: uncommitted changes in a repository, else
-    existing files whose content differs from what the restore puts there."""
+    existing files whose content differs from what the restore puts there (``planned``: path →
+    ``git:<blob id>``, ``sha256:<hex>``, ``link:<target>``, or None for a deletion)."""
     if not target.exists() or not any(target.iterdir()):
         return []
     if (target / ".git").exists():
@@ -279,11 +280,29 @@ def _dirty_files(target: Path, planned: Mapping[str, str | None]) -> list[str]:
         out = run_git(["status", "--porcelain", "-z", "--untracked-files=all"], env, cwd=target)
         return sorted(os.fsdecode(record[3:]) for record in out.split(b"\0") if len(record) > 3)
     dirty = []
-    for rel, sha in planned.items():
+    for rel, wanted in planned.items():
         path = target / rel
-        if os.path.lexists(path) and (sha is None or _current_sha(path) != sha):
+        if os.path.lexists(path) and (wanted is None or _content_id(path, wanted) != wanted):
             dirty.append(rel)
     return sorted(dirty)
+
+
+def _content_id(path: Path, like: str) -> str | None:
+    """What is at ``path``, identified the way ``like`` is (``git:``, ``sha256:`` or ``link:``)."""
+    kind = like.partition(":")[0]
+    try:
+        if os.path.islink(path):
+            return "link:" + os.readlink(path) if kind == "link" else None
+        if not path.is_file():
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if kind == "git":
+        return "git:" + git_blob_sha(data)
+    if kind == "sha256":
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+    return None
 
 
 def restore_archive(
@@ -312,10 +331,10 @@ def restore_archive(
     deleted = set(manifest.deleted)
     base_entries = [e for e in base_entries if e[2] not in overridden and e[2] not in deleted]
     # 2. the plan, and what of the target it would lose
-    planned: dict[str, str | None] = {path: sha for mode, sha, path in base_entries if mode != "160000"}
-    planned.update({f.path: None for f in manifest.files})
-    planned.update({path: None for path in manifest.symlinks})
-    planned.update({path: None for path in manifest.deleted})
+    planned: dict[str, str | None] = {path: None for path in manifest.deleted}
+    planned.update({path: f"git:{sha}" for mode, sha, path in base_entries if mode not in ("160000", "120000")})
+    planned.update({f.path: f"sha256:{f.sha256}" for f in manifest.files})
+    planned.update({path: f"link:{target}" for path, target in manifest.symlinks.items()})
     dirty = _dirty_files(target, planned) if target.exists() else []
     if dirty and not force:
         raise RefusedError(
