@@ -3,18 +3,35 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
+AGENTS_STAMP := agents/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 ONLY ?=
 
-.PHONY: setup test lint types pytest postgres-deps demo bench clean constraints
+.PHONY: setup test lint types pytest postgres-deps bwrap demo bench clean constraints
 
-setup: $(STAMP)
+setup: $(STAMP) $(AGENTS_STAMP) bwrap
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
+
+# Subprocess agents (codex-acp …), pinned in agents/package-lock.json, installed into
+# agents/node_modules (docs/agents.md). As root on a machine without npm, Debian's npm first.
+$(AGENTS_STAMP): agents/package.json agents/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; } || \
+		{ echo "setup: install node and npm to install the pinned agents" >&2; exit 1; }
+	npm ci --prefix agents --no-audit --no-fund --loglevel=error
+	touch $(AGENTS_STAMP)
+
+# Codex runs every command in a bubblewrap sandbox; without bwrap its commands fail.
+bwrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap; \
+	else echo "bwrap: install Debian's bubblewrap package (codex needs it)" >&2; exit 1; fi
 
 lint: setup
 	$(BIN)/ruff check src tests bench
@@ -48,4 +65,4 @@ constraints: setup
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache agents/node_modules
