@@ -1,0 +1,171 @@
+"""JWT RS256 against configured keys: every refusal has its code; runs belong to the token's sub."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+from tests.server._server import KeyPair, RunningServer, make_key_pair, running_server, sign
+
+from baton.config import Settings
+from baton.errors import UsageError
+from baton.server import ServerConfig
+from baton.server.auth import load_public_keys
+from baton.store import RunRecord
+
+
+@pytest.fixture(scope="module")
+def keys() -> tuple[KeyPair, KeyPair, KeyPair]:
+    return make_key_pair(), make_key_pair(), make_key_pair()
+
+
+@pytest.fixture
+def server(settings: Settings, tmp_path: Path, keys: tuple[KeyPair, KeyPair, KeyPair]) -> Iterator[RunningServer]:
+    first, second, _stranger = keys
+    jwks = {"keys": [jwt.algorithms.RSAAlgorithm.to_jwk(second.private.public_key(), as_dict=True) | {"kid": "k2"}]}
+    (tmp_path / "rotation.json").write_text(json.dumps(jwks))
+    config = ServerConfig(
+        jwt_public_keys=(first.write_public(tmp_path / "k1.pem"), tmp_path / "rotation.json"),
+        jwt_issuer="https://issuer.example",
+    )
+    with running_server(settings, config) as running:
+        yield running
+
+
+def token(key: KeyPair, **claims: object) -> str:
+    claims.setdefault("kid", "k1")
+    claims.setdefault("iss", "https://issuer.example")
+    return sign(key, **claims)  # type: ignore[arg-type]
+
+
+def get(server: RunningServer, path: str, bearer: str | None) -> httpx.Response:
+    if bearer == "Basic":
+        return httpx.get(server.base_url + path, headers={"Authorization": "Basic YTpi"}, timeout=10)
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer is not None else {}
+    return httpx.get(server.base_url + path, headers=headers, timeout=10)
+
+
+def stored_run(server: RunningServer, owner: str) -> RunRecord:
+    return server.call(lambda: server.baton.store.create_run(agent="claude", owner=owner, repo="/tmp/x"))
+
+
+def _b64(data: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def test_every_bad_token_is_refused_with_its_code(server: RunningServer, keys: tuple[KeyPair, ...]) -> None:
+    first, second, stranger = keys
+    now = int(time.time())
+    claims = {"sub": "alice", "aud": "baton", "exp": now + 600, "scope": "runs:read"}
+    public_pem = first.public_pem.decode()
+    cases: list[tuple[str | None, str]] = [
+        (None, "token_missing"),
+        ("Basic", "token_missing"),
+        ("not-a-jwt", "token_invalid"),
+        (_b64({"alg": "none", "typ": "JWT"}) + "." + _b64(claims) + ".", "token_algorithm"),
+        # HS256 "signed" with the server's public key: the classic key-confusion attack.
+        (
+            _b64({"alg": "HS256", "typ": "JWT", "kid": "k1"})
+            + "."
+            + _b64(claims)
+            + "."
+            + base64.urlsafe_b64encode(hmac.new(public_pem.encode(), b"x", "sha256").digest()).rstrip(b"=").decode(),
+            "token_algorithm",
+        ),
+        (token(first, ttl=-120), "token_expired"),
+        (token(first, nbf=now + 3600), "token_not_yet_valid"),
+        (token(first, aud="someone-else"), "token_audience"),
+        (token(first, aud=None), "token_audience"),
+        (token(first, kid="k9"), "token_kid"),
+        (token(first, kid=None), "token_kid"),  # two keys configured: kid is required
+        (token(stranger), "token_invalid"),  # signed by a key baton does not know
+        (token(second, kid="k1"), "token_invalid"),  # the wrong key for that kid
+        (token(first, iss="https://evil.example"), "token_invalid"),
+        (token(first, sub=None), "token_invalid"),
+        (token(first, sub=""), "token_invalid"),
+    ]
+    for bearer, code in cases:
+        response = get(server, "/v1/runs", bearer)
+        assert response.status_code == 401, (code, response.text)
+        assert response.json()["error"]["code"] == code, (bearer, response.text)
+    assert get(server, "/v1/runs", token(first)).status_code == 200
+    assert get(server, "/v1/runs", token(second, kid="k2")).status_code == 200  # the JWKS key
+
+
+def test_scopes_are_checked(server: RunningServer, keys: tuple[KeyPair, ...], repo: Path) -> None:
+    first = keys[0]
+    reader = token(first, scope="runs:read")
+    response = httpx.post(
+        server.base_url + "/v1/runs",
+        json={"prompt": "go", "repo": str(repo)},
+        headers={"Authorization": f"Bearer {reader}"},
+    )
+    assert response.status_code == 403 and response.json()["error"]["code"] == "scope_missing"
+    writer = token(first, scope="runs:write")
+    assert get(server, "/v1/runs", writer).json()["error"]["code"] == "scope_missing"
+    bypass = httpx.post(
+        server.base_url + "/v1/runs",
+        json={"prompt": "go", "repo": str(repo), "permission_mode": "bypassPermissions"},
+        headers={"Authorization": f"Bearer {writer}"},
+    )
+    assert bypass.status_code == 403 and bypass.json()["error"]["code"] == "scope_missing"
+    mine = stored_run(server, owner="alice")
+    server.call(lambda: server.baton.store.update_run(mine.id, status="running"))
+    switch = httpx.post(
+        f"{server.base_url}/v1/runs/{mine.id}/command",
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "set_permission_mode",
+            "params": {"permission_mode": "bypassPermissions"},
+        },
+        headers={"Authorization": f"Bearer {writer}"},
+    )
+    assert switch.status_code == 200 and switch.json()["error"]["data"]["code"] == "scope_missing"
+
+
+def test_a_token_sees_only_its_owners_runs(server: RunningServer, keys: tuple[KeyPair, ...]) -> None:
+    first = keys[0]
+    alices = stored_run(server, owner="alice")
+    bobs = stored_run(server, owner="bob")
+    alice = token(first, sub="alice")
+    assert get(server, f"/v1/runs/{alices.id}", alice).status_code == 200
+    hidden = get(server, f"/v1/runs/{bobs.id}", alice)
+    missing = get(server, "/v1/runs/run_00000000000000000000000000", alice)
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json()["error"]["code"] == missing.json()["error"]["code"] == "run_not_found"
+    assert get(server, f"/v1/runs/{bobs.id}/events", alice).status_code == 404
+    command = httpx.post(
+        f"{server.base_url}/v1/runs/{bobs.id}/command",
+        json={"jsonrpc": "2.0", "id": 1, "method": "cancel"},
+        headers={"Authorization": f"Bearer {token(first, sub='alice', scope='runs:write')}"},
+    )
+    assert command.status_code == 404
+    assert [run["id"] for run in get(server, "/v1/runs", alice).json()["runs"]] == [alices.id]
+    admin = token(first, sub="root", scope="runs:read admin")
+    assert get(server, f"/v1/runs/{bobs.id}", admin).status_code == 200
+    assert [run["id"] for run in get(server, "/v1/runs", admin).json()["runs"]] == [alices.id, bobs.id]
+    # A token limited to one run sees nothing else, even its owner's other runs.
+    other = stored_run(server, owner="alice")
+    limited = token(first, sub="alice", run_id=alices.id)
+    assert get(server, f"/v1/runs/{alices.id}", limited).status_code == 200
+    assert get(server, f"/v1/runs/{other.id}", limited).status_code == 404
+    assert [run["id"] for run in get(server, "/v1/runs", limited).json()["runs"]] == [alices.id]
+
+
+def test_key_files_are_checked_at_start(tmp_path: Path, keys: tuple[KeyPair, ...]) -> None:
+    (tmp_path / "junk.pem").write_text("not a key")
+    with pytest.raises(UsageError) as bad:
+        load_public_keys([tmp_path / "junk.pem"])
+    assert bad.value.code == "config_invalid"
+    with pytest.raises(UsageError):
+        load_public_keys([tmp_path / "absent.pem"])
+    single = load_public_keys([keys[0].write_public(tmp_path / "only.pem")])
+    assert list(single) == ["only"]

@@ -1,0 +1,102 @@
+"""baton serve end to end: the real Claude Code (scripted model) started over HTTP and watched over SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.server._server import RunningServer, SseMessage, read_stream, running_server, sse_messages, wait_until
+
+from baton.config import Settings
+from baton.events.project import project
+from baton.testing import ScriptedModelServer
+
+pytestmark = pytest.mark.claude
+
+MODEL_KEY = "sk-scripted-model-key-0123456789abcdef"
+
+
+@contextmanager
+def serving(settings: Settings, scenario: str) -> Iterator[RunningServer]:
+    with ScriptedModelServer(scenario) as model:
+        configured = replace(settings, anthropic_base_url=model.base_url, anthropic_api_key=MODEL_KEY)
+        with running_server(configured) as server:
+            yield server
+
+
+def stored(server: RunningServer, run_id: str) -> tuple[list[Any], list[Any]]:
+    """The run's log entries and their projection, as JSON (what a client receives)."""
+    entries = server.call(lambda: server.baton.log.read(run_id))
+    return json.loads(json.dumps(entries)), json.loads(json.dumps(project(entries)))
+
+
+async def test_a_run_started_over_http_streams_exactly_its_log(settings: Settings, repo: Path) -> None:
+    with serving(settings, "write-and-run") as server:
+        async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
+            body = {"prompt": "go", "repo": str(repo), "permission_mode": "acceptEdits", "allow": ["Bash(echo:*)"]}
+            created = await client.post("/v1/runs", json=body)
+            assert created.status_code == 201, created.text
+            run = created.json()
+            assert run["status"] in ("queued", "running") and run["repo"] == str(repo.resolve())
+            url = f"/v1/runs/{run['id']}/events"
+            # Two viewers from the start, one of the log itself, and one that leaves after three
+            # events and comes back with Last-Event-ID.
+            events_viewer = asyncio.create_task(read_stream(client, url, {}))
+            second_viewer = asyncio.create_task(read_stream(client, url, {}))
+            acp_viewer = asyncio.create_task(read_stream(client, url + "?view=acp", {}))
+            first_part = await read_stream(client, url, {}, stop_after=3)
+            rest = await read_stream(client, url, {"Last-Event-ID": str(first_part[-1].id)})
+            received, again, acp = await asyncio.wait_for(asyncio.gather(events_viewer, second_viewer, acp_viewer), 60)
+            final = (await client.get(f"/v1/runs/{run['id']}")).json()
+        entries, events = stored(server, run["id"])
+    assert final["status"] == "finished" and final["id"] == run["id"]
+    assert (repo / "hello.txt").exists()
+    types = [event["type"] for event in events]
+    assert types[0] == "task.started" and types[-1] == "task.finished" and "command.finished" in types
+
+    def as_sent(messages: list[SseMessage]) -> list[tuple[int | None, str, Any]]:
+        return [(m.id, m.event, m.data) for m in messages]
+
+    assert as_sent(received) == [(e["seq"], e["type"], e) for e in events]
+    assert as_sent(again) == as_sent(received)
+    assert as_sent(first_part + rest) == as_sent(received)  # no gap, no duplicate across the reconnect
+    assert as_sent(acp) == [(e["seq"], "entry", e) for e in entries]
+    assert MODEL_KEY not in json.dumps(entries)
+
+
+async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, repo: Path) -> None:
+    with serving(settings, "long-command") as server:
+        async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
+            body = {"prompt": "go", "repo": str(repo), "allow": ["Bash(sleep:*)", "Bash(echo:*)"]}
+            run_id = (await client.post("/v1/runs", json=body)).json()["id"]
+            url = f"/v1/runs/{run_id}/events"
+            staying = asyncio.create_task(read_stream(client, url, {}))
+            async with client.stream("GET", url) as leaving:
+                async for message in sse_messages(leaving):
+                    if message.event == "command.started":
+                        break
+            # The viewer that left no longer holds a stream; the run and the other viewer go on.
+            await asyncio.to_thread(wait_until, lambda: server.streams.open == 1, 10, "the stream to end")
+            assert server.streams.client_left == 1
+            await asyncio.sleep(0.5)  # let `sleep` start
+            command = {"jsonrpc": "2.0", "id": 1, "method": "cancel"}
+            answer = await client.post(f"/v1/runs/{run_id}/command", json=command)
+            assert answer.status_code == 200 and answer.json() == {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {"status": "cancelling"},
+            }
+            received = await asyncio.wait_for(staying, 30)
+            final = (await client.get(f"/v1/runs/{run_id}")).json()
+            again = await client.post(f"/v1/runs/{run_id}/command", json=command)
+    assert received[-1].event == "task.finished" and received[-1].data["data"]["stop_reason"] == "cancelled"
+    assert final["status"] == "cancelled"
+    assert again.json()["error"]["data"]["code"] == "run_not_running"
+    assert server.streams.open == 0

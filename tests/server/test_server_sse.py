@@ -1,0 +1,171 @@
+"""Server-sent events from a real server on loopback, fed by a run whose entries the test appends.
+
+The entries go through the server's own session log and store, exactly as an agent's would;
+only the agent is left out, so these tests can make a run as long, as fast or as idle as needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from tests.server._server import RunningServer, SseReader, read_stream, running_server, wait_until
+
+from baton.config import Settings
+from baton.events.project import project
+from baton.server import ServerConfig
+
+
+class FakeRun:
+    """A run in the server's store whose log the test writes, in the server's event loop."""
+
+    def __init__(self, server: RunningServer) -> None:
+        self.server = server
+        baton = server.baton
+        self.id = server.call(lambda: baton.store.create_run(agent="claude", owner="local", repo="/work/repo")).id
+
+        async def open_run() -> None:
+            baton.log.open_run(self.id)
+
+        server.call(open_run)
+        self.append(
+            "baton",
+            "_baton/run_started",
+            {"run_id": self.id, "agent": "claude", "model": None, "cwd": "/work/repo", "permission_mode": "default"},
+        )
+        self.append("baton", "_baton/agent_session", {"agent_session_id": "sess-1", "adapter": "claude"})
+
+    def append(self, direction: str, method: str, params: dict[str, Any], count: int = 1) -> None:
+        async def write() -> None:
+            for _ in range(count):
+                message = {"jsonrpc": "2.0", "method": method, "params": params}
+                self.server.baton.log.append(self.id, direction, method, message)  # type: ignore[arg-type]
+            await self.server.baton.log.flush()
+
+        self.server.call(write)
+
+    def say(self, text: str, count: int = 1) -> None:
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        self.append("from_agent", "session/update", {"sessionId": "sess-1", "update": update}, count)
+
+    def finish(self) -> None:
+        self.append("baton", "_baton/status", {"status": "finished", "reason": "end_turn", "stop_reason": "end_turn"})
+        baton = self.server.baton
+
+        async def close() -> None:
+            await baton.store.update_run(self.id, status="finished")
+            baton.log.close_run(self.id)
+
+        self.server.call(close)
+
+    def entries(self) -> list[Any]:
+        return json.loads(json.dumps(self.server.call(lambda: self.server.baton.log.read(self.id))))
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[RunningServer]:
+    with running_server(settings, ServerConfig(sse_heartbeat_seconds=0.05)) as running:
+        yield running
+
+
+def events_url(server: RunningServer, run_id: str, query: str = "") -> str:
+    return f"{server.base_url}/v1/runs/{run_id}/events{query}"
+
+
+async def test_live_events_then_the_end_and_resume_from_any_id(server: RunningServer) -> None:
+    run = FakeRun(server)
+    run.say("before anyone watched", count=3)
+    async with httpx.AsyncClient(timeout=30) as client:
+        reading = asyncio.create_task(read_stream(client, events_url(server, run.id), server.headers()))
+        await asyncio.to_thread(wait_until, lambda: server.streams.open == 1, 10, "the stream")
+        for index in range(20):
+            await asyncio.to_thread(run.say, f"live {index}")
+        await asyncio.to_thread(run.finish)
+        received = await asyncio.wait_for(reading, 20)
+        expected = project(run.entries())
+        assert [(m.id, m.event, m.data) for m in received] == [(e["seq"], e["type"], e) for e in expected]
+        assert received[-1].event == "task.finished"  # and the server closed the stream after it
+        for cut in (0, 1, 7, len(expected) - 1, len(expected)):
+            headers = server.headers() | {"Last-Event-ID": str(cut)}
+            rest = await read_stream(client, events_url(server, run.id), headers)
+            assert [m.id for m in rest] == [e["seq"] for e in expected[cut:]]
+        by_query = await read_stream(client, events_url(server, run.id, "?after=5"), server.headers())
+        assert [m.id for m in by_query] == [e["seq"] for e in expected[5:]]
+        acp = await read_stream(client, events_url(server, run.id, "?view=acp&after=2"), server.headers())
+        entries = run.entries()
+        assert [(m.id, m.event, m.data) for m in acp] == [(e["seq"], "entry", e) for e in entries[2:]]
+        bad = await client.get(events_url(server, run.id), headers=server.headers() | {"Last-Event-ID": "x"})
+        assert bad.status_code == 422 and bad.json()["error"]["code"] == "request_invalid"
+    assert server.streams.open == 0
+
+
+async def test_heartbeats_keep_an_idle_stream_alive_and_a_leaving_client_ends_it(server: RunningServer) -> None:
+    run = FakeRun(server)
+    reader = SseReader()
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("GET", events_url(server, run.id), headers=server.headers()) as response,
+    ):
+        received = []
+        async for line in response.aiter_lines():  # the run's only event, then only heartbeats
+            if (message := reader.feed(line)) is not None:
+                received.append(message)
+            if received and reader.heartbeats >= 3:
+                break
+        assert [m.event for m in received] == ["task.started"]
+        assert server.streams.open == 1
+    # The client went away mid-run: the server's stream (and its log subscription) ends.
+    await asyncio.to_thread(wait_until, lambda: server.streams.open == 0, 10, "the stream to end")
+    assert server.streams.client_left == 1
+    run.finish()
+
+
+async def test_a_stalled_client_gets_overflow_and_the_run_is_not_slowed(settings: Settings) -> None:
+    config = ServerConfig(sse_queue_size=2, sse_stall_seconds=0.2)
+    with running_server(settings, config) as server:
+        run = FakeRun(server)
+        port = int(server.base_url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        request = f"GET /v1/runs/{run.id}/events?view=acp HTTP/1.1\r\nHost: x\r\n"
+        request += f"Authorization: Bearer {server.token}\r\n\r\n"
+        sock.sendall(request.encode())
+        wait_until(lambda: server.streams.open == 1, 10, "the stream")
+        # ~16 MB of entries while the client reads nothing: far more than the socket buffers hold.
+        run.say("x" * 4000, count=4000)  # returns once committed: the run never waited for the client
+        wait_until(lambda: server.streams.overflowed == 1, 20, "the overflow")
+        data = bytearray()
+        sock.settimeout(20)
+        while chunk := sock.recv(1 << 20):
+            data += chunk
+        sock.close()
+        assert server.streams.open == 0
+        head, _, body = bytes(data).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        text = _unchunk(body).decode()
+        reader = SseReader()
+        received = [m for line in text.split("\n") if (m := reader.feed(line)) is not None]
+        assert received[-1].event == "overflow"
+        ids = [m.id for m in received[:-1]]
+        assert ids == list(range(1, len(ids) + 1)) and 2 < len(ids) < 4002  # a prefix, nothing skipped
+        assert received[-1].data == {"reason": "slow_client", "last_id": ids[-1]}
+        run.finish()
+
+
+def _unchunk(body: bytes) -> bytes:
+    """The payload of an HTTP/1.1 chunked body."""
+    out = bytearray()
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        out += body[:size]
+        body = body[size + 2 :]
+    return bytes(out)
