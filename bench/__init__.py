@@ -16,8 +16,10 @@ __all__ = ["MODULES", "Metric", "median_seconds"]
 
 # Benchmark modules, by the name ``--only`` accepts (a metric name works too).
 MODULES: dict[str, str] = {
+    "append": "bench.append",
     "convert": "bench.convert",
     "idle_run": "bench.idle_run",
+    "snapshot": "bench.snapshot",
 }
 
 

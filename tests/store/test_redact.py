@@ -79,3 +79,28 @@ def test_short_secrets_are_refused_without_echoing_them() -> None:
 def test_a_secret_containing_another_is_replaced_whole() -> None:
     redactor = Redactor(["abcdefgh", "abcdefgh-longer"])
     assert redactor.redact_text("abcdefgh-longer") == REDACTED
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"text": 'quotes " backslash \\ tab \t newline \n control \x01 \x1f del \x7f é ✓ \u2028 😀'},
+        {"n": [0, -1, 2**63 - 1, 1.5, 1e300, True, None], "nested": {"list": [[], {}]}},
+        {"huge": 2**80},  # beyond orjson: encoded by the standard library
+        {"surrogate": "\ud800"},  # likewise
+        {1: "int key", None: "null key"},
+    ],
+)
+def test_the_fast_encoding_is_the_standard_one(payload: dict[object, object]) -> None:
+    expected = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    text, redacted = Redactor([SECRET]).redact_json(payload)  # type: ignore[arg-type]
+    assert text == expected
+    assert redacted is payload
+
+
+def test_a_secret_next_to_escapes_is_redacted_in_the_fast_encoding() -> None:
+    secret = 'pa"ss\\word\t1234'
+    payload = {"params": {"env": {"TOKEN": secret}, "args": json.dumps({"token": secret})}}
+    text, redacted = Redactor([secret]).redact_json(payload)
+    assert "pa" not in text.replace("params", "")
+    assert redacted == {"params": {"env": {"TOKEN": REDACTED}, "args": json.dumps({"token": REDACTED})}}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
@@ -74,6 +75,8 @@ class SessionLog:
         self._writer: LogWriter | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ts_ms, self._ts = -1, ""
+        self._redact_json = redactor.redact_json
+        self._wake = threading.Event()  # the writer's, once it exists
 
     async def __aenter__(self) -> SessionLog:
         if self._state != "new":
@@ -87,6 +90,7 @@ class SessionLog:
             on_commit=self._from_writer_commit,
             on_failure=self._from_writer_failure,
         )
+        self._wake = self._writer.wake
         self._writer.start()
         self._state = "open"
         return self
@@ -126,21 +130,22 @@ class SessionLog:
 
     def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int:
         """Redact, number and queue one entry; returns its seq."""
-        self._raise_failure()
-        self._require_open()
+        # The hot path of every run: each line here is measured (bench/append.py).
+        if self._failure is not None:
+            self._raise_failure()
         run = self._runs.get(run_id)
-        if run is None or run.closed:
+        if run is None or run.closed or self._state != "open":
+            self._require_open()
             raise RuntimeError(f"run {run_id} is not open in this session log")
-        text, redacted = self._redactor.redact_json(payload)
+        text, redacted = self._redact_json(payload)
         seq = run.next_seq
         run.next_seq = seq + 1
-        ts = self._timestamp()
-        entry = LogEntry(run_id=run_id, seq=seq, ts=ts, direction=direction, method=method, payload=redacted)
-        self._queue.append(((run.run_key, seq, ts, direction, method, text), entry))
+        now_ms = time.time_ns() // 1_000_000
+        ts = self._ts if now_ms == self._ts_ms else self._new_timestamp(now_ms)
+        self._queue.append(((run.run_key, seq, ts, direction, method, text), run, redacted))
         self._queued_total += 1
-        assert self._writer is not None
-        if not self._writer.wake.is_set():
-            self._writer.wake.set()
+        if not self._wake.is_set():
+            self._wake.set()
         return seq
 
     def close_run(self, run_id: str) -> None:
@@ -235,12 +240,10 @@ class SessionLog:
         run_key, _last = await asyncio.to_thread(run_position, self._store.engine, run_id)
         return run_key
 
-    def _timestamp(self) -> str:
+    def _new_timestamp(self, now_ms: int) -> str:
         # utc_timestamp() costs a fifth of an append; it only changes once a millisecond.
-        now_ms = time.time_ns() // 1_000_000
-        if now_ms != self._ts_ms:
-            moment = datetime.fromtimestamp(now_ms // 1000, UTC).replace(microsecond=now_ms % 1000 * 1000)
-            self._ts_ms, self._ts = now_ms, utc_timestamp(moment)
+        moment = datetime.fromtimestamp(now_ms // 1000, UTC).replace(microsecond=now_ms % 1000 * 1000)
+        self._ts_ms, self._ts = now_ms, utc_timestamp(moment)
         return self._ts
 
     def _require_open(self) -> None:
@@ -267,12 +270,21 @@ class SessionLog:
     # Called on the event loop.
     def _committed(self, batch: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
-        for _row, entry in batch:
-            run = self._runs[entry["run_id"]]
-            run.committed = entry["seq"]
+        for row, run, payload in batch:
+            seq = row[1]
+            run.committed = seq
             touched[run.run_id] = run
-            for subscriber in run.subscribers:
-                subscriber.push(entry)
+            if run.subscribers:  # entries are built only for someone to see them
+                entry: LogEntry = {
+                    "run_id": run.run_id,
+                    "seq": seq,
+                    "ts": row[2],
+                    "direction": row[3],
+                    "method": row[4],
+                    "payload": payload,
+                }
+                for subscriber in run.subscribers:
+                    subscriber.push(entry)
         self._committed_total += len(batch)
         for run in touched.values():
             run.waiters.advance(run.committed)
