@@ -19,7 +19,6 @@ MODULES: dict[str, str] = {
     "append": "bench.append",
     "convert": "bench.convert",
     "idle_run": "bench.idle_run",
-    "snapshot": "bench.snapshot",
 }
 
 
