@@ -19,6 +19,7 @@ MODULES: dict[str, str] = {
     "append": "bench.append",
     "convert": "bench.convert",
     "idle_run": "bench.idle_run",
+    "subprocess_acp": "bench.subprocess_acp",
 }
 
 

@@ -1,10 +1,11 @@
 """A minimal ACP agent over stdio, in plain Python (no SDK), for tests and the benchmark.
 
-``python acp_script_agent.py BEHAVIOUR [N]`` answers ``initialize`` and ``session/new`` like
+``python acp_script_agent.py BEHAVIOUR [N [RATE]]`` answers ``initialize`` and ``session/new`` like
 any agent, and on ``session/prompt``:
 
 - ``echo``: sends N ``session/update`` agent message chunks (each carries ``sent_ns``, the
-  sender's ``time.monotonic_ns()``), then ends the turn with ``end_turn``;
+  sender's ``time.monotonic_ns()``; RATE per second when given, else as fast as it can), then
+  ends the turn with ``end_turn``;
 - ``garbage``: prints a line that is not JSON, a truncated object and a JSON array on stdout,
   one line on stderr, then answers ``end_turn``;
 - ``exit``: writes two lines on stderr and exits with status 3 in the middle of the turn;
@@ -35,6 +36,7 @@ def chunk(session: str, text: str, sent_ns: int | None = None) -> dict[str, obje
 def main() -> int:
     behaviour = sys.argv[1]
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     if behaviour == "silent":
         for _ in sys.stdin:
             pass
@@ -64,7 +66,12 @@ def main() -> int:
         elif method == "session/prompt":
             prompt_id = request_id
             if behaviour == "echo":
+                started = time.monotonic()
                 for index in range(count):
+                    if rate:
+                        delay = started + index / rate - time.monotonic()
+                        if delay > 0:
+                            time.sleep(delay)
                     send(chunk(session, f"chunk {index}", time.monotonic_ns()))
             elif behaviour == "garbage":
                 sys.stdout.write("this line is not JSON\n")
