@@ -21,7 +21,7 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
-from baton.runs.resume import ResumePlan, plan_resume
+from baton.runs.resume import ResumePlan, check_resumable, plan_resume
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
@@ -225,6 +225,8 @@ class Baton:
         (``resumed_from``). Refused with ``run_active`` while another process executes it.
         """
         record = await self.store.get_run(run_id)
+        executing = {known for known, handle in self._runs.items() if not handle._task.done()}
+        check_resumable(record, prompt, executing)
         if record.agent != "claude":
             raise RefusedError("run_not_resumable", f"resuming a {record.agent} run is not supported yet")
         api_key = self.settings.anthropic_api_key
@@ -235,7 +237,7 @@ class Baton:
                 "or pass --scenario NAME to use baton's scripted model",
             )
         binary = self.settings.claude_binary or bundled_claude_binary()
-        plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=self._runs)
+        plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
         spec = plan.spec
         repo_dir = Path(spec.repo)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo_dir)

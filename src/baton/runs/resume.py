@@ -41,6 +41,7 @@ __all__ = [
     "RESULT_CHARS",
     "RESUME_MARKER",
     "ResumePlan",
+    "check_resumable",
     "claude_session_file",
     "continuation_prompt",
     "estimate_tokens",
@@ -116,15 +117,8 @@ async def plan_resume(
     processes are killed.
     """
     record = await store.get_run(run_id)
-    if run_id in executing or (
-        record.status in _LIVE_STATUSES and executor_alive(record.executor_id, record.heartbeat_at)
-    ):
-        raise RefusedError("run_active", f"run {run_id} is being executed by {record.executor_id or 'this process'}")
+    check_resumable(record, prompt, executing)
     ended = record.is_terminal
-    if ended and prompt is None:
-        raise RefusedError(
-            "run_ended", f"run {run_id} is {record.status}; give a PROMPT to continue its conversation in a new run"
-        )
     opening = await _run_started(log, run_id)
     cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
     if not cwd.is_dir():
@@ -184,6 +178,18 @@ async def plan_resume(
         resume_session_id=session_id if native else None,
         conversation=conversation,
     )
+
+
+def check_resumable(record: RunRecord, prompt: str | None, executing: Collection[str] = ()) -> None:
+    """``run_active`` while a live executor runs it; ``run_ended`` for an ended run without a prompt."""
+    if record.id in executing or (
+        record.status in _LIVE_STATUSES and executor_alive(record.executor_id, record.heartbeat_at)
+    ):
+        raise RefusedError("run_active", f"run {record.id} is being executed by {record.executor_id or 'this process'}")
+    if record.is_terminal and prompt is None:
+        raise RefusedError(
+            "run_ended", f"run {record.id} is {record.status}; give a PROMPT to continue its conversation in a new run"
+        )
 
 
 async def _run_started(log: SessionLog, run_id: str) -> dict[str, Any]:
