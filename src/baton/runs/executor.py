@@ -201,6 +201,8 @@ class RunExecution:
             raise _agent_error(exc) from exc
         self._session_id = session.session_id
         self._note("agent_session", {"agent_session_id": session.session_id, "adapter": self._agent.name})
+        if self.spec.model:
+            await _select_model(conn, session, self.spec.model)
         await self._store.update_run(self.run_id, agent_session_id=session.session_id)
         return await self._turn(conn, host, session.session_id, self.spec.prompt)
 
@@ -269,6 +271,18 @@ class RunExecution:
                 details={"returncode": report.returncode, "stderr_tail": report.stderr_tail},
             )
         return AgentError("agent_exited", "the agent closed the connection")
+
+
+async def _select_model(conn: Any, session: Any, model: str) -> None:
+    """``--model`` through the agent's ``model`` config option, where it offers one with that value."""
+    for option in getattr(session, "config_options", None) or ():
+        data = option.model_dump(by_alias=True) if hasattr(option, "model_dump") else {}
+        if data.get("id") != "model" and data.get("category") != "model":
+            continue
+        offered = [choice.get("value") for choice in data.get("options") or () if isinstance(choice, dict)]
+        if data.get("currentValue") != model and model in offered:
+            await conn.set_config_option(config_id=str(data["id"]), session_id=session.session_id, value=model)
+        return
 
 
 def _acp_usage(response: Any, usage_update: dict[str, Any] | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tests.agents.conftest import (
     run_to_end,
     scripted_openai,
 )
-from tests.conftest import make_git_repo
+from tests.conftest import baton_process_ids, make_git_repo
 
 from baton.config import Settings
 from baton.runs import Baton, RunSpec
@@ -134,3 +134,31 @@ async def test_codex_killed_mid_turn_fails_the_run_with_agent_exited(settings: S
     assert "killed by signal 9" in (outcome.message or "")
     assert_log_whole(entries)
     assert entries[-1]["payload"]["params"]["code"] == "agent_exited"
+
+
+async def test_cancel_mid_command_ends_the_run_cancelled_and_kills_the_command(settings: Settings, repo: Path) -> None:
+    spec = RunSpec(prompt="go", repo=repo, agent="codex", allow=("Bash(sleep:*)", "Bash(echo:*)"))
+    with scripted_openai(settings, "long-command") as (configured, _):
+        async with Baton(configured) as baton:
+            handle = await baton.start(spec)
+
+            def command_running(entry: dict) -> bool:  # type: ignore[type-arg]
+                update = (entry["payload"].get("params") or {}).get("update") or {}
+                return update.get("sessionUpdate") == "tool_call" and update.get("kind") == "execute"
+
+            await first_entry(baton.entries(handle.run_id), command_running)  # type: ignore[arg-type]
+            handle.cancel()
+            outcome = await asyncio.wait_for(handle.wait(), 30)
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "cancelled" and outcome.stop_reason == "cancelled"
+    assert_log_whole(entries)
+    assert "session/cancel" in [entry["method"] for entry in entries]
+    assert not baton_process_ids()
+
+
+async def test_the_model_reaches_the_responses_api(settings: Settings, repo: Path) -> None:
+    with scripted_openai(settings, "plain") as (configured, server):
+        done = await run_to_end(configured, RunSpec(prompt="go", repo=repo, agent="codex", model="gpt-5.4"))
+    assert done.outcome.status == "finished"
+    assert {request.body["model"] for request in server.requests if request.path == "/v1/responses"} == {"gpt-5.4"}
+    assert done.events[0]["data"]["model"] == "gpt-5.4"
