@@ -142,6 +142,11 @@ async def test_an_ended_run_continues_its_conversation_natively_in_a_new_run(set
         async with Baton(configured) as baton:
             first = await baton.run(RunSpec(prompt="go", repo=repo, permission_mode="acceptEdits", allow=RULES))
             assert first.status == "finished"
+            # The conversation state was kept while the run executed, up to its last entry.
+            kept = await baton.store.load_conversation_state(first.run_id)
+            first_log = await baton.log.read(first.run_id)
+            assert kept is not None and kept[0] == first_log[-1]["seq"] and kept[1]["status"] == "finished"
+            assert kept[1]["items"][0] == {"type": "user", "text": "go"}
             before = len(server.requests)
             handle = await baton.resume(first.run_id, "Run the command once more. [baton:interrupted Bash]")
             outcome = await handle.wait()

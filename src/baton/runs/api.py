@@ -21,7 +21,7 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
-from baton.runs.resume import ResumePlan, check_resumable, plan_resume
+from baton.runs.resume import ResumePlan, check_resumable, plan_resume, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
@@ -209,7 +209,8 @@ class Baton:
                 store=self.store,
             ),
         )
-        handle = RunHandle(execution, asyncio.create_task(execution.run(), name=f"baton-run-{run_id}"))
+        running = run_keeping_conversation(execution.run(), self.store, self.log, run_id)
+        handle = RunHandle(execution, asyncio.create_task(running, name=f"baton-run-{run_id}"))
         self._runs[run_id] = handle
         return handle
 

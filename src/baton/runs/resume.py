@@ -16,12 +16,13 @@ DESIGN.md "Runs across processes" → Resume, and docs/resume.md:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import Engine, update
 
@@ -37,6 +38,7 @@ from baton.store.records import RunRecord
 from baton.store.tables import runs
 
 __all__ = [
+    "CHECKPOINT_ENTRIES",
     "DEFAULT_CONTEXT_TOKENS",
     "RESULT_CHARS",
     "RESUME_MARKER",
@@ -45,9 +47,11 @@ __all__ = [
     "claude_session_file",
     "continuation_prompt",
     "estimate_tokens",
+    "keep_conversation",
     "load_conversation",
     "plan_resume",
     "rebuilt_prompt",
+    "run_keeping_conversation",
 ]
 
 RESUME_MARKER: Final = "[baton:resume]"
@@ -55,6 +59,8 @@ DEFAULT_CONTEXT_TOKENS: Final = 50_000
 RESULT_CHARS: Final = 4_000  # a longer tool result (or input) keeps its first and last halves
 _SUMMARY_CHARS: Final = 200
 _PAGE: Final = 10_000
+CHECKPOINT_ENTRIES: Final = 5_000
+T = TypeVar("T")
 _LIVE_STATUSES: Final = frozenset({"queued", "running", "paused", "interrupted"})
 
 
@@ -96,6 +102,34 @@ async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conve
     if conversation.upto_seq > start or stored is None:
         await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
     return conversation
+
+
+async def keep_conversation(store: Store, log: SessionLog, run_id: str, *, every: int = CHECKPOINT_ENTRIES) -> None:
+    """Fold the run's entries as they commit and store the state every ``every`` entries, at
+    each turn's end and when the run's log closes — so a resume folds at most ``every`` entries."""
+    conversation = await load_conversation(store, log, run_id)
+    saved = conversation.upto_seq
+    async for entry in log.subscribe(run_id, after=saved):
+        conversation.apply((entry,))
+        if entry["seq"] - saved >= every or entry["method"] == "_baton/turn_complete":
+            await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+            saved = conversation.upto_seq
+    if conversation.upto_seq > saved:
+        await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+
+
+async def run_keeping_conversation(execution: Awaitable[T], store: Store, log: SessionLog, run_id: str) -> T:
+    """Await a run's execution while :func:`keep_conversation` follows its log.
+
+    The conversation state is an optimization: a failure to keep it never fails the run.
+    """
+    keeper = asyncio.create_task(keep_conversation(store, log, run_id), name=f"baton-conversation-{run_id}")
+    try:
+        return await execution
+    finally:
+        # The execution closed the run's log, so the keeper is saving its last state.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(keeper, 10)
 
 
 async def plan_resume(
