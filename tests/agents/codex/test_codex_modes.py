@@ -146,3 +146,14 @@ async def test_accept_edits_with_bash_allowed_runs_under_ask_all(settings: Setti
         ("allow", "rule:Bash", "Bash"),
     ]
     assert (repo / "hello.txt").read_text() == "hello from baton\n"
+
+
+async def test_without_the_prompt_rules_untrusted_runs_safe_commands_unasked(workspace: Path, tmp_path: Path) -> None:
+    untrusted = replace(ASK_ALL.config, ask_for_safe_commands=False)
+    two = Scenario.from_dict(
+        {"steps": [{"tools": [{"name": "Bash", "input": {"command": c}}]} for c in ("echo hi", "touch made.txt")]},
+        name="two",
+    )
+    recording = await run_native(untrusted, two, workspace, tmp_path / "home")
+    assert recording.asked_commands() == ["touch made.txt"]
+    assert "echo hi" in recording.ran_commands()
