@@ -15,9 +15,9 @@ import pytest
 from tests.server._server import KeyPair, RunningServer, make_key_pair, running_server, sign
 
 from baton.config import Settings
-from baton.errors import UsageError
+from baton.errors import AuthError, UsageError
 from baton.server import ServerConfig
-from baton.server.auth import load_public_keys
+from baton.server.auth import JwtAuthenticator, load_public_keys
 from baton.store import RunRecord
 
 
@@ -169,3 +169,17 @@ def test_key_files_are_checked_at_start(tmp_path: Path, keys: tuple[KeyPair, ...
         load_public_keys([tmp_path / "absent.pem"])
     single = load_public_keys([keys[0].write_public(tmp_path / "only.pem")])
     assert list(single) == ["only"]
+
+
+def test_a_remembered_token_still_expires(tmp_path: Path, keys: tuple[KeyPair, ...]) -> None:
+    first = keys[0]
+    authenticator = JwtAuthenticator(
+        load_public_keys([first.write_public(tmp_path / "k1.pem")]), audience="baton", leeway=0
+    )
+    bearer = "Bearer " + sign(first, kid="k1", ttl=1)
+    assert authenticator.authenticate(bearer).sub == "alice"
+    assert authenticator.authenticate(bearer).sub == "alice"  # from the cache
+    time.sleep(1.1)
+    with pytest.raises(AuthError) as expired:
+        authenticator.authenticate(bearer)
+    assert expired.value.code == "token_expired"

@@ -37,6 +37,16 @@ def stored(server: RunningServer, run_id: str) -> tuple[list[Any], list[Any]]:
     return json.loads(json.dumps(entries)), json.loads(json.dumps(project(entries)))
 
 
+async def ended(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
+    """The run object once the store has the end too (the log's last entry commits first)."""
+    for _ in range(200):
+        run: dict[str, Any] = (await client.get(f"/v1/runs/{run_id}")).json()
+        if run["finished_at"] is not None:
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not end in the store")
+
+
 async def test_a_run_started_over_http_streams_exactly_its_log(settings: Settings, repo: Path) -> None:
     with serving(settings, "write-and-run") as server:
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
@@ -54,7 +64,7 @@ async def test_a_run_started_over_http_streams_exactly_its_log(settings: Setting
             first_part = await read_stream(client, url, {}, stop_after=3)
             rest = await read_stream(client, url, {"Last-Event-ID": str(first_part[-1].id)})
             received, again, acp = await asyncio.wait_for(asyncio.gather(events_viewer, second_viewer, acp_viewer), 60)
-            final = (await client.get(f"/v1/runs/{run['id']}")).json()
+            final = await ended(client, run["id"])
         entries, events = stored(server, run["id"])
     assert final["status"] == "finished" and final["id"] == run["id"]
     assert (repo / "hello.txt").exists()
@@ -94,7 +104,7 @@ async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, re
                 "result": {"status": "cancelling"},
             }
             received = await asyncio.wait_for(staying, 30)
-            final = (await client.get(f"/v1/runs/{run_id}")).json()
+            final = await ended(client, run_id)
             again = await client.post(f"/v1/runs/{run_id}/command", json=command)
     assert received[-1].event == "task.finished" and received[-1].data["data"]["stop_reason"] == "cancelled"
     assert final["status"] == "cancelled"

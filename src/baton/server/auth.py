@@ -16,6 +16,8 @@ import hmac
 import json
 import os
 import secrets
+import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ __all__ = [
 
 ALL_SCOPES: Final = frozenset({"runs:read", "runs:write", "gates:decide", "admin"})
 _ALGORITHM: Final = "RS256"
+_CACHE_SIZE: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,33 @@ class JwtAuthenticator(Authenticator):
         self._issuer = issuer
         self._leeway = leeway
         self._jwt = jwt.PyJWT(options={"require": ["exp", "sub"]})
+        # Verified tokens (a client sends the same one on every request): only the time
+        # claims are checked again on a hit. ~1 µs instead of ~100 µs for parse + RS256.
+        self._verified: OrderedDict[str, tuple[Principal, float, float | None]] = OrderedDict()
 
     def authenticate(self, authorization: str | None) -> Principal:
         token = _bearer(authorization)
+        hit = self._verified.get(token)
+        if hit is not None:
+            principal, expires, not_before = hit
+            now = time.time()
+            if now > expires + self._leeway:
+                del self._verified[token]
+                raise AuthError("token_expired", "the token has expired")
+            if not_before is not None and now < not_before - self._leeway:
+                raise AuthError("token_not_yet_valid", "the token is not valid yet")
+            self._verified.move_to_end(token)
+            return principal
+        principal, claims = self._verify(token)
+        expires = claims["exp"]
+        not_before = claims.get("nbf")
+        if isinstance(expires, int | float) and (not_before is None or isinstance(not_before, int | float)):
+            self._verified[token] = (principal, float(expires), None if not_before is None else float(not_before))
+            if len(self._verified) > _CACHE_SIZE:
+                self._verified.popitem(last=False)
+        return principal
+
+    def _verify(self, token: str) -> tuple[Principal, dict[str, Any]]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.DecodeError as exc:
@@ -139,7 +166,7 @@ class JwtAuthenticator(Authenticator):
             raise AuthError("token_invalid", "the token's issuer is not the configured one") from exc
         except jwt.InvalidTokenError as exc:
             raise AuthError("token_invalid", f"invalid token: {exc}") from exc
-        return _principal(claims)
+        return _principal(claims), claims
 
     def _key_for(self, kid: Any) -> RSAPublicKey:
         if kid is None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, RefusedError, UsageError
 from baton.runs.spec import RunSpec
@@ -25,7 +26,11 @@ _Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
 
 
 def run_object(record: RunRecord) -> Run:
-    return Run.model_validate(record.to_dict())
+    # The fields of RunRecord.to_dict(), read directly (dataclasses.asdict deep-copies the row).
+    return Run.model_validate({name: getattr(record, name) for name in _RUN_FIELDS})
+
+
+_RUN_FIELDS = tuple(Run.model_fields)
 
 
 @router.post(
@@ -113,6 +118,8 @@ async def list_runs(
 
 
 @router.get("/{run_id}", response_model=Run, responses=NOT_FOUND)
-async def get_run(run_id: str, request: Request, principal: _Reader) -> Run:
+async def get_run(run_id: str, request: Request, principal: _Reader) -> Response:
     """One run."""
-    return run_object(await visible_run(request, principal, run_id))
+    record = await visible_run(request, principal, run_id)
+    # The hottest read: the record's own fields as JSON, skipping a validation round trip.
+    return JSONResponse({name: getattr(record, name) for name in _RUN_FIELDS})
