@@ -42,8 +42,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def baton_process_ids() -> list[int]:
-    """Every live process carrying any BATON_RUN_ID (tests run one at a time)."""
+def baton_process_ids(scope: str | None = None) -> list[int]:
+    """Live processes carrying a BATON_RUN_ID — of this test session only, when ``scope`` (a
+    path every run of the session lives under, e.g. pytest's base temp dir) is given: other
+    test sessions on the same machine run agents of their own."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -53,7 +55,8 @@ def baton_process_ids() -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state != "Z" and b"\0BATON_RUN_ID=" in b"\0" + environ:
+        ours = scope is None or scope.encode() in environ
+        if state != "Z" and b"\0BATON_RUN_ID=" in b"\0" + environ and ours:
             found.append(int(entry.name))
     return found
 
@@ -78,7 +81,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'baton.db'}"
     server: TemporaryPostgres = request.getfixturevalue("postgres_server")
-    return server.create_database()
+    return server.create_schema()
 
 
 @pytest.fixture
@@ -108,12 +111,14 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_agent_processes() -> Iterator[None]:
-    """After every test, no process of any baton run may remain."""
+def no_leftover_agent_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After every test, no process of a run of this session may remain (agents' homes live
+    under the session's base temp dir, so their environment names it)."""
     yield
     import time
 
+    scope = str(tmp_path_factory.getbasetemp())
     deadline = time.monotonic() + 5
-    while (left := baton_process_ids()) and time.monotonic() < deadline:
+    while (left := baton_process_ids(scope)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left, f"processes of a baton run outlived the test: {left}"

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import baton_process_ids, make_git_repo
+from tests.conftest import make_git_repo
 
 from baton.agents.claude.environment import bundled_claude_binary
+from baton.agents.processes import run_process_ids
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.runs import Baton, RunOutcome, RunSpec
@@ -168,7 +169,7 @@ async def test_cancel_mid_command_ends_the_turn_cancelled_and_leaves_no_process(
     assert_log_whole(entries)
     turn = [entry for entry in entries if entry["method"] == "_baton/turn_complete"]
     assert turn and turn[-1]["payload"]["params"]["stop_reason"] == "cancelled"
-    assert not baton_process_ids()
+    assert not run_process_ids(handle.run_id)
 
 
 async def _until_command_runs(entries: AsyncIterator[LogEntry]) -> None:
