@@ -16,6 +16,7 @@ the first such setting (fewest round trips first) and refuses the run otherwise 
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,8 +44,8 @@ __all__ = [
     "get_agent",
 ]
 
-AGENTS_DIR = Path(__file__).resolve().parents[3] / "agents"
-"""The project-local npm prefix ``make setup`` installs pinned agents into."""
+AGENTS_DIR = Path(os.environ.get("BATON_AGENTS_DIR") or Path(__file__).resolve().parents[3] / "agents")
+"""The npm prefix ``make setup`` installs pinned agents into (``BATON_AGENTS_DIR`` elsewhere)."""
 
 WORKSPACE = "{workspace}"  # placeholder in probe paths, replaced by the run's workspace
 
