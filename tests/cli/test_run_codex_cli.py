@@ -53,3 +53,12 @@ def test_run_codex_refuses_a_usd_budget(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert result.returncode == 3, result.describe()
     assert json.loads(result.stderr)["error"]["code"] == "budget_not_supported"
     assert result.stdout == ""
+
+
+def test_run_codex_without_openai_credentials_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "# r\n"})
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "run", "go", "--repo", str(repo), "--agent", "codex")
+    assert result.returncode == 3, result.describe()
+    assert "model_credentials_missing" in result.stderr and "OPENAI_API_KEY" in result.stderr
