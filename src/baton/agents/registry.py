@@ -16,6 +16,7 @@ the first such setting (fewest round trips first) and refuses the run otherwise 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
-from baton.gates import Gatekeeper, ToolCall
+from baton.gates import MODES, Gatekeeper, Policy, ToolCall
 
 __all__ = [
     "AGENTS",
@@ -103,15 +104,11 @@ class AgentEntry:
         manifest = AGENTS_DIR / "node_modules" / self.package / "package.json"
         if not manifest.is_file():
             return None
-        import json
-
         version = json.loads(manifest.read_text()).get("version")
         return str(version) if version else None
 
     def mode_map(self) -> dict[str, str | None]:
         """baton mode (no rules) → the native setting it runs under; None: not enforceable."""
-        from baton.gates import MODES, Policy
-
         chosen: dict[str, str | None] = {}
         for mode in MODES:
             policy = Policy.build(mode, agent_runs_unprivileged=True)
