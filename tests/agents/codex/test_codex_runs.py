@@ -25,6 +25,9 @@ from tests.agents.conftest import (
 )
 from tests.conftest import baton_process_ids, make_git_repo
 
+from baton.agents.codex import codex_command
+from baton.agents.registry import AGENTS, CODEX
+from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.config import Settings
 from baton.runs import Baton, RunSpec
 from baton.testing import ScriptedModelServer, copy_sample_repo
@@ -167,3 +170,21 @@ async def test_the_model_reaches_the_responses_api(settings: Settings, repo: Pat
     assert done.outcome.status == "finished"
     assert {request.body["model"] for request in server.requests if request.path == "/v1/responses"} == {"gpt-5.4"}
     assert done.events[0]["data"]["model"] == "gpt-5.4"
+
+
+async def test_garbage_before_codex_speaks_is_logged_and_the_run_goes_on(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def noisy(context: LaunchContext, executable: Path) -> AgentCommand:
+        command = codex_command(context, executable)
+        script = 'echo \'not JSON at all\'; printf \'%s\\n\' \'{"jsonrpc": "2.0", "met\'; exec "$0"'
+        return replace(command, argv=("/bin/sh", "-c", script, *command.argv))
+
+    monkeypatch.setitem(AGENTS, "codex", replace(CODEX, launch=noisy))
+    done = await _codex(settings, "plain", RunSpec(prompt="go", repo=repo))
+    assert done.outcome.status == "finished", done.outcome
+    assert_log_whole(done.entries)
+    malformed = [e["payload"]["params"]["line"] for e in done.entries if e["method"] == "_baton/malformed_line"]
+    assert malformed == ["not JSON at all", '{"jsonrpc": "2.0", "met']
+    texts = [e["data"]["text"] for e in done.events if e["type"] == "message"]
+    assert texts[:2] == malformed and "Hello from baton's scripted model. Nothing to do here." in texts
