@@ -17,7 +17,9 @@ import pytest
 from tests.server._server import RunningServer, SseReader, read_stream, running_server, wait_until
 
 from baton.config import Settings
+from baton.events.entry import Direction
 from baton.events.project import project
+from baton.runs import Baton
 from baton.server import ServerConfig
 
 
@@ -169,3 +171,37 @@ def _unchunk(body: bytes) -> bytes:
         out += body[:size]
         body = body[size + 2 :]
     return bytes(out)
+
+
+async def test_a_run_executed_by_another_process_is_tailed_from_the_store(
+    server: RunningServer, settings: Settings
+) -> None:
+    # A second Baton on the same database stands for another process executing the run.
+    async with Baton(settings) as elsewhere:
+        record = await elsewhere.store.create_run(agent="claude", owner="local", repo="/work/repo")
+        elsewhere.log.open_run(record.id)
+
+        def note(method: str, params: dict[str, Any], direction: Direction = "baton") -> None:
+            elsewhere.log.append(record.id, direction, method, {"jsonrpc": "2.0", "method": method, "params": params})
+
+        note("_baton/run_started", {"run_id": record.id, "agent": "claude", "cwd": "/work/repo"})
+        note("_baton/agent_session", {"agent_session_id": "s", "adapter": "claude"})
+        await elsewhere.store.update_run(record.id, status="running")
+        await elsewhere.log.flush()
+        async with httpx.AsyncClient(timeout=30) as client:
+            reading = asyncio.create_task(read_stream(client, events_url(server, record.id), server.headers()))
+            await asyncio.to_thread(wait_until, lambda: server.streams.open == 1, 10, "the stream")
+            for index in range(5):
+                update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"t{index}"}}
+                note("session/update", {"sessionId": "s", "update": update}, "from_agent")
+                await elsewhere.log.flush()
+                await asyncio.sleep(0.05)
+            note("_baton/status", {"status": "finished", "reason": "end_turn"})
+            await elsewhere.log.flush()
+            await elsewhere.store.update_run(record.id, status="finished")
+            elsewhere.log.close_run(record.id)
+            received = await asyncio.wait_for(reading, 20)
+        entries = await elsewhere.log.read(record.id)
+    expected = json.loads(json.dumps(project(entries)))
+    assert [(m.id, m.data) for m in received] == [(e["seq"], e) for e in expected]
+    assert [m.event for m in received] == ["task.started", *["message"] * 5, "task.finished"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -35,6 +36,14 @@ class BatonServer(uvicorn.Server):
         """The port listened on (``port=0`` picks a free one)."""
         sockname = self.servers[0].sockets[0].getsockname()
         return int(sockname[1])
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # SIGINT or SIGTERM asks for a graceful stop, after which `baton serve` exits 0
+        # (uvicorn would raise the signal again once it is done).
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self._draining.set()
