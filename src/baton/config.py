@@ -42,6 +42,7 @@ class Settings:
     anthropic_api_key: str | None = None
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    model_max_retries: int | None = None  # subprocess agents' model API retries; None: the agent's own
     agent_start_timeout_seconds: float = 60.0
 
     @property
@@ -74,6 +75,7 @@ _TOML_KEYS = {
     "anthropic_api_key": str,
     "openai_base_url": str,
     "openai_api_key": str,
+    "model_max_retries": int,
     "agent_start_timeout_seconds": float,
 }
 
@@ -118,4 +120,9 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
         values["openai_base_url"] = env["OPENAI_BASE_URL"]
     if env.get("OPENAI_API_KEY"):
         values["openai_api_key"] = env["OPENAI_API_KEY"]
+    if env.get("BATON_MODEL_MAX_RETRIES"):
+        try:
+            values["model_max_retries"] = int(env["BATON_MODEL_MAX_RETRIES"])
+        except ValueError as exc:
+            raise UsageError("config_invalid", "BATON_MODEL_MAX_RETRIES must be an integer") from exc
     return values

@@ -48,7 +48,8 @@ class Finished:
 @contextmanager
 def scripted_openai(settings: Settings, scenario: str) -> Iterator[tuple[Settings, ScriptedModelServer]]:
     with ScriptedModelServer(scenario) as server:
-        yield replace(settings, openai_base_url=server.base_url, openai_api_key=OPENAI_KEY), server
+        configured = replace(settings, openai_base_url=server.base_url, openai_api_key=OPENAI_KEY, model_max_retries=0)
+        yield configured, server
 
 
 async def run_to_end(settings: Settings, spec: RunSpec) -> Finished:

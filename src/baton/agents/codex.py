@@ -5,7 +5,8 @@ baton writes a fresh home for every run (``BATON_HOME/runs/<run>/agent-home/code
 
 - a provider ``baton`` built from ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``)
   whose key is read from ``OPENAI_API_KEY`` (``env_key``), on the Responses wire API, with
-  request and stream retries off (an API error fails the turn at once, like Claude's);
+  request and stream retries set to ``model_max_retries`` when configured (``--scenario`` and
+  the tests use 0: an API error fails the turn at once), else Codex's own defaults;
 - analytics, feedback, update checks, plugins and the web search tool off;
 - the approval policy and sandbox that the registry's mode matrix gives baton's mode, and
   execpolicy rules (``rules/baton.rules``) that make Codex ask even for the commands it
@@ -92,6 +93,7 @@ def write_codex_home(
     base_url: str | None,
     model: str | None,
     setting: CodexSetting,
+    max_retries: int | None = None,
 ) -> Path:
     """Write ``config.toml`` (and the rules file) into ``home``; returns ``home``."""
     home.mkdir(parents=True, exist_ok=True)
@@ -115,8 +117,11 @@ def write_codex_home(
         f"base_url = {_toml_string(url)}",
         'wire_api = "responses"',
         'env_key = "OPENAI_API_KEY"',
-        "request_max_retries = 0",
-        "stream_max_retries = 0",
+        *(
+            [f"request_max_retries = {max_retries}", f"stream_max_retries = {max_retries}"]
+            if max_retries is not None
+            else []
+        ),
         "",
         "[analytics]",
         "enabled = false",
@@ -182,7 +187,11 @@ def codex_command(context: LaunchContext, executable: Path) -> AgentCommand:
     if not isinstance(setting, CodexSetting):
         raise TypeError("codex needs a CodexSetting")
     home = write_codex_home(
-        context.agent_home / "codex", base_url=context.base_url, model=context.model, setting=setting
+        context.agent_home / "codex",
+        base_url=context.base_url,
+        model=context.model,
+        setting=setting,
+        max_retries=context.max_retries,
     )
     env = codex_environment(
         run_id=context.run_id,

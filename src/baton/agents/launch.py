@@ -40,6 +40,7 @@ class PreparedAgent:
     api_key: str
     passthrough: tuple[str, ...]
     parent: Mapping[str, str]
+    max_retries: int | None = None
 
     def start(self, launch: SubprocessLaunch) -> SubprocessAgent:
         """The agent for one run (its home written; the process starts with ``start()``)."""
@@ -55,6 +56,7 @@ class PreparedAgent:
             passthrough=self.passthrough,
             parent=self.parent,
             setting=self.setting.config,
+            max_retries=self.max_retries,
         )
         return SubprocessAgent(self.entry.name, self.entry.launch(context, self.executable))
 
@@ -91,4 +93,5 @@ def prepare_subprocess_agent(
         api_key=api_key,
         passthrough=settings.agent_env_passthrough,
         parent=parent,
+        max_retries=settings.model_max_retries,
     )

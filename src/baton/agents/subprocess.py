@@ -44,6 +44,7 @@ class LaunchContext:
     passthrough: tuple[str, ...]
     parent: Mapping[str, str]
     setting: object  # the chosen NativeSetting's agent-specific config
+    max_retries: int | None = None  # model API retries; None: the agent's default
 
 
 @dataclass(frozen=True)

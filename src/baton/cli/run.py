@@ -62,7 +62,7 @@ def run_command(
 
 
 @contextlib.contextmanager
-def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
+def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str | int]]:
     """With ``--scenario``, the scripted model server runs in this process for the run."""
     if scenario is None:
         yield {}
@@ -76,6 +76,7 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str]]:
             "anthropic_api_key": key,
             "openai_base_url": server.base_url + "/v1",
             "openai_api_key": key,
+            "model_max_retries": 0,  # a scripted API error fails the turn at once
         }
 
 

@@ -89,6 +89,7 @@ async def run_native(
             passthrough=(),
             parent=dict(os.environ),
             setting=setting,
+            max_retries=0,
         )
         agent = SubprocessAgent("codex", codex_command(context, executable))
         try:
