@@ -20,6 +20,7 @@ MODULES: dict[str, str] = {
     "convert": "bench.convert",
     "http": "bench.http",
     "idle_run": "bench.idle_run",
+    "resume": "bench.resume",
     "subprocess_acp": "bench.subprocess_acp",
 }
 

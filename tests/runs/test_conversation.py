@@ -87,7 +87,7 @@ def test_turns_text_calls_plan_and_usage() -> None:
         "kind": "execute",
         "input": {"command": "node --test"},
         "status": "failed",
-        "output": {"stdout": "# fail 1", "exit_code": 1},
+        "output": None,  # the result's text says it
         "text": "# fail 1",
     }
     assert conversation.usage == {"input_tokens": 7} and conversation.total_cost_usd == 0.5
@@ -179,3 +179,29 @@ def test_a_rebuilt_resume_prompt_is_kept_as_the_prompt_it_names() -> None:
     prompt(log, "[baton:resume] rebuilt … <baton-transcript>[user] the task</baton-transcript> … go on", 3)
     chunk(log, "Continuing.")
     assert rebuild_conversation(log.entries).user_turns == ["the task", "[baton:resume] go on"]
+
+
+def test_trim_keeps_the_task_open_calls_and_the_newest_items() -> None:
+    log = started()
+    prompt(log, "the task")
+    call(log, "open", "Bash", {"command": "sleep 100"})
+    for turn in range(50):
+        chunk(log, f"turn {turn} " + "y" * 100)
+        call(log, f"t{turn}", "Bash", {"command": f"echo {turn}"})
+        result(log, f"t{turn}", "z" * 100)
+    full = rebuild_conversation(log.entries)
+    trimmed = rebuild_conversation(log.entries)
+    dropped = trimmed.trim(2_000)
+    assert dropped > 80 and trimmed.dropped_items == dropped
+    items = trimmed.view()
+    assert items[0] == {"type": "user", "text": "the task"}
+    assert items[1] == {"type": "tool_call", "call_id": "open"}  # still open: kept
+    assert items[-1] == full.view()[-1] and items[-2] == full.view()[-2]
+    assert len(items) == len(full.view()) - dropped
+    assert set(trimmed.calls) == {"open"} | {item["call_id"] for item in items if item["type"] == "tool_call"}
+    assert [c["id"] for c in trimmed.interrupted_calls] == ["open"]
+    # The trimmed state goes on folding and remembers what it let go.
+    chunk(log, "after")
+    resumed = Conversation.from_dict(json.loads(json.dumps(trimmed.to_dict()))).apply(log.entries)
+    assert resumed.dropped_items == dropped and resumed.view()[-1] == {"type": "agent", "text": "after"}
+    assert rebuild_conversation(log.entries).trim(10**9) == 0

@@ -9,7 +9,10 @@ latest usage. Replayed history (``_meta.baton.replay``) is skipped, and a compac
 
 The fold is incremental: ``Conversation.apply(entries)`` continues from where the
 conversation stopped (``upto_seq``), and ``to_dict``/``from_dict`` store that point, so
-resuming a long run folds only the entries logged since the stored state.
+resuming a long run folds only the entries logged since the stored state. ``trim`` bounds what
+is kept to the newest items a rebuilt context can use (the first user turn and calls still
+open always stay), so the stored state of a long run stays small; ``dropped_items`` counts
+what it let go.
 
 A call is *interrupted* when nothing ended it: no ``completed``/``failed`` update. A
 ``_baton/resume`` entry settles the calls it names (the agent was told about them), so a
@@ -25,9 +28,10 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from baton.events.entry import LogEntry
 
-__all__ = ["STATE_VERSION", "Conversation", "Item", "ToolCall", "rebuild_conversation"]
+__all__ = ["STATE_VERSION", "TRIM_CALL_CHARS", "Conversation", "Item", "ToolCall", "rebuild_conversation"]
 
 STATE_VERSION: Final = 1
+TRIM_CALL_CHARS: Final = 8_000
 _ENDED: Final = frozenset({"completed", "failed", "interrupted"})
 
 ItemType = Literal["user", "agent", "tool_call", "plan", "summary"]
@@ -49,7 +53,7 @@ class ToolCall(TypedDict):
     kind: str | None
     input: Any
     status: str  # pending, in_progress, completed, failed, interrupted (settled by a resume)
-    output: Any  # ``rawOutput``
+    output: Any  # ``rawOutput``, kept only when the result has no text content
     text: str | None  # the result's text content
 
 
@@ -70,6 +74,7 @@ class Conversation:
         "calls",
         "compactions",
         "cwd",
+        "dropped_items",
         "items",
         "plan",
         "status",
@@ -89,6 +94,7 @@ class Conversation:
         self.cwd: str | None = None
         self.status: str | None = None
         self.compactions = 0
+        self.dropped_items = 0
         # Chunks of the last item while it is still growing (joined once, not per chunk).
         self._open: list[str] | None = None
         # The prompt a rebuilt-path resume named, standing in for the transcript it sent.
@@ -211,6 +217,7 @@ class Conversation:
             text = _content_text(update.get("content"))
             if text:
                 call["text"] = text
+                call["output"] = None  # the text says it; rawOutput would double the state
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "_baton/usage" or method == "_baton/turn_complete":
@@ -224,6 +231,7 @@ class Conversation:
             self.items = []
             self.calls = {call_id: call for call_id, call in self.calls.items() if call["status"] not in _ENDED}
             self.compactions += 1
+            self.dropped_items = 0
             summary = params.get("summary")
             if isinstance(summary, str) and summary:
                 self.items.append({"type": "summary", "text": summary})
@@ -249,6 +257,46 @@ class Conversation:
             if isinstance(status, str):
                 self.status = status
 
+    def trim(self, max_chars: int) -> int:
+        """Let go of the oldest items beyond about ``max_chars`` of text; returns how many.
+
+        The first user turn, calls still open and the newest item always stay. A tool call
+        counts at most ``TRIM_CALL_CHARS`` of input and result (a rebuilt context truncates
+        them anyway).
+        """
+        self._flush()
+        items = self.items
+        first = 1 if items and items[0]["type"] == "user" else 0
+        total = 0
+        cut = first
+        for index in range(len(items) - 1, first - 1, -1):
+            total += self._item_chars(items[index])
+            if total > max_chars:
+                cut = min(index + 1, len(items) - 1)
+                break
+        if cut <= first:
+            return 0
+        kept_open: list[Item] = []
+        for item in items[first:cut]:
+            call_id = item.get("call_id")
+            if call_id is None:
+                continue
+            if self.calls[call_id]["status"] in _ENDED:
+                del self.calls[call_id]
+            else:
+                kept_open.append(item)
+        dropped = cut - first - len(kept_open)
+        self.items = items[:first] + kept_open + items[cut:]
+        self.dropped_items += dropped
+        return dropped
+
+    def _item_chars(self, item: Item) -> int:
+        if item["type"] != "tool_call":
+            return len(item.get("text", "")) if "text" in item else 40 * len(item.get("entries") or ())
+        call = self.calls[item.get("call_id", "")]
+        result = call["text"] if call["text"] is not None else str(call["output"] or "")
+        return min(len(result), TRIM_CALL_CHARS) + min(len(str(call["input"])), TRIM_CALL_CHARS) + 80
+
     # -- storing -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -266,6 +314,7 @@ class Conversation:
             "cwd": self.cwd,
             "status": self.status,
             "compactions": self.compactions,
+            "dropped_items": self.dropped_items,
             "open_text": self._open is not None,
             "rebuilt_prompt": self._rebuilt_prompt,
         }
@@ -286,6 +335,7 @@ class Conversation:
         conversation.cwd = state.get("cwd")
         conversation.status = state.get("status")
         conversation.compactions = int(state.get("compactions") or 0)
+        conversation.dropped_items = int(state.get("dropped_items") or 0)
         conversation._rebuilt_prompt = state.get("rebuilt_prompt")
         if state.get("open_text") and conversation.items:
             conversation._open = [conversation.items[-1].get("text", "")]

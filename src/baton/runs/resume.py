@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
     "RESULT_CHARS",
     "RESUME_MARKER",
+    "STATE_CHARS",
     "ResumePlan",
     "check_resumable",
     "claude_session_file",
@@ -59,7 +60,9 @@ DEFAULT_CONTEXT_TOKENS: Final = 50_000
 RESULT_CHARS: Final = 4_000  # a longer tool result (or input) keeps its first and last halves
 _SUMMARY_CHARS: Final = 200
 _PAGE: Final = 10_000
-CHECKPOINT_ENTRIES: Final = 5_000
+CHECKPOINT_ENTRIES: Final = 1_000
+# What a stored conversation keeps: twice what a default rebuilt context can hold.
+STATE_CHARS: Final = 8 * DEFAULT_CONTEXT_TOKENS
 T = TypeVar("T")
 _LIVE_STATUSES: Final = frozenset({"queued", "running", "paused", "interrupted"})
 
@@ -100,8 +103,13 @@ async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conve
     while page := await log.read(run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE):
         conversation.apply(page)
     if conversation.upto_seq > start or stored is None:
-        await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+        await _save(store, run_id, conversation)
     return conversation
+
+
+async def _save(store: Store, run_id: str, conversation: Conversation) -> None:
+    conversation.trim(STATE_CHARS)
+    await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
 
 
 async def keep_conversation(store: Store, log: SessionLog, run_id: str, *, every: int = CHECKPOINT_ENTRIES) -> None:
@@ -112,10 +120,10 @@ async def keep_conversation(store: Store, log: SessionLog, run_id: str, *, every
     async for entry in log.subscribe(run_id, after=saved):
         conversation.apply((entry,))
         if entry["seq"] - saved >= every or entry["method"] == "_baton/turn_complete":
-            await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+            await _save(store, run_id, conversation)
             saved = conversation.upto_seq
     if conversation.upto_seq > saved:
-        await store.save_conversation_state(run_id, conversation.upto_seq, conversation.to_dict())
+        await _save(store, run_id, conversation)
 
 
 async def run_keeping_conversation(execution: Awaitable[T], store: Store, log: SessionLog, run_id: str) -> T:
@@ -293,22 +301,22 @@ def rebuilt_prompt(
     The first user turn (the task) is always kept; older items go first when the transcript
     does not fit ``budget_tokens``. The header says how much was dropped or truncated.
     """
-    rendered: list[str] = []
-    truncated = 0
-    for item in conversation.view():
+    items = conversation.view()
+    keep_first = 1 if items and items[0]["type"] == "user" else 0
+    head = [_render(item, conversation, result_chars) for item in items[:keep_first]]
+    remaining = budget_tokens - estimate_tokens(prompt) - 200 - sum(estimate_tokens(text) for text, _cut in head)
+    tail: list[tuple[str, int]] = []
+    for item in reversed(items[keep_first:]):  # newest first, until the budget is spent
         text, cut = _render(item, conversation, result_chars)
-        rendered.append(text)
-        truncated += cut
-    fixed = estimate_tokens(prompt) + 200  # the header and the closing tags
-    keep_first = 1 if rendered and conversation.view()[0]["type"] == "user" else 0
-    total = sum(estimate_tokens(text) for text in rendered) + fixed
-    dropped = 0
-    index = keep_first
-    while total > budget_tokens and index < len(rendered):
-        total -= estimate_tokens(rendered[index])
-        index += 1
-        dropped += 1
-    kept = rendered[:keep_first] + rendered[index:]
+        cost = estimate_tokens(text)
+        if cost > remaining:
+            break
+        remaining -= cost
+        tail.append((text, cut))
+    tail.reverse()
+    dropped = len(items) - keep_first - len(tail) + conversation.dropped_items
+    truncated = sum(cut for _text, cut in head + tail)
+    kept = [text for text, _cut in head + tail]
     if dropped:
         kept.insert(keep_first, f"[… {dropped} earlier items of the conversation omitted to fit the context budget …]")
     notes = []
