@@ -132,3 +132,54 @@ async def test_the_agent_gets_only_the_allow_listed_environment(
     names = {item.split(b"=", 1)[0].decode() for item in environ if item}
     assert names == {"PATH", RUN_ID_VARIABLE}
     assert cwd == repo.resolve()
+
+
+HOLDER = """
+import asyncio, sys
+from pathlib import Path
+from baton.agents.subprocess import AgentCommand, SubprocessAgent
+
+async def main():
+    argv = (sys.executable, sys.argv[1], "silent")
+    agent = SubprocessAgent("silent", AgentCommand(argv, {"PATH": "/usr/bin:/bin"}, Path.cwd(), sys.argv[2]))
+    await agent.start()
+    print(agent.process.pid, flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def test_the_agent_dies_with_baton(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.agents.conftest import SCRIPT
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(SCRIPT), "run_dies_with_baton"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert holder.stdout is not None
+    agent_pid = int(holder.stdout.readline())
+    assert Path(f"/proc/{agent_pid}").exists()
+    os.kill(holder.pid, signal.SIGKILL)  # baton dies without a chance to close anything
+    holder.wait()
+    holder.stdout.close()
+
+    def alive() -> bool:
+        try:
+            state = Path(f"/proc/{agent_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(), "the agent outlived the process that started it"

@@ -7,13 +7,16 @@ bounded ``_baton/console`` entries (see :mod:`baton.agents.line_transport`).
 
 Shutdown (``aclose``): close stdin, give the agent a moment, SIGTERM its process group, then
 SIGKILL it, then every process that still carries the run's ``BATON_RUN_ID`` (an agent's
-tools may run in sessions of their own, inside a sandbox).
+tools may run in sessions of their own, inside a sandbox). If baton itself dies, the agent
+gets SIGKILL from the kernel (``setpriv --pdeathsig KILL``, util-linux): ACP agents do not
+exit when their stdin closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,7 +97,7 @@ class SubprocessAgent:
         env[RUN_ID_VARIABLE] = command.run_id
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *command.argv,
+                *_dies_with_parent(command.argv),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -141,6 +144,12 @@ class SubprocessAgent:
         await asyncio.to_thread(kill_run_processes, self.command.run_id)
         if self._transport is not None:
             await self._transport.close()
+
+
+def _dies_with_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` behind ``setpriv --pdeathsig KILL`` where util-linux has it (the pid stays the same)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
 
 async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:
