@@ -13,7 +13,9 @@ from tests.cli._baton_cli import BatonCLI, invoke_in_process
 from tests.server._server import make_key_pair
 
 
-def test_serve_answers_with_the_local_token_and_stops_on_sigint(tmp_path: Path) -> None:
+def test_serve_answers_with_the_local_token_and_stops_on_sigint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     cli = BatonCLI(tmp_path / "home")
     started = cli.start("serve", "--port", "0")
     _, process = started
@@ -25,7 +27,7 @@ def test_serve_answers_with_the_local_token_and_stops_on_sigint(tmp_path: Path) 
                 url = match.group(1)
                 break
         assert url, "baton serve did not start"
-        token = cli("token").stdout.strip()
+        token = invoke_in_process(monkeypatch, tmp_path / "home", "token").stdout.strip()
         assert (tmp_path / "home" / "api-token").stat().st_mode & 0o777 == 0o600
         assert httpx.get(url + "/health").json()["status"] == "ok"
         assert httpx.get(url + "/v1/runs", headers={"Authorization": f"Bearer {token}"}).json()["runs"] == []

@@ -19,7 +19,7 @@ from baton.server.auth import Authenticator, JwtAuthenticator, LocalTokenAuthent
 from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
-from baton.server.limits import BodyLimit
+from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
 from baton.server.routes import commands, events, health, runs
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
@@ -58,7 +58,16 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         async with Baton(settings) as runner:
             if local_token is not None:
                 runner.redactor.add(local_token)  # a bearer token never reaches a log
-            app.state.baton_server = ServerState(settings, config, authenticator, runner, draining, streams)
+            app.state.baton_server = ServerState(
+                settings,
+                config,
+                authenticator,
+                runner,
+                draining,
+                streams,
+                StreamSlots(config.sse_max_per_run, config.sse_max_per_token),
+                RateLimiter(config.commands_per_minute),
+            )
             try:
                 yield
             finally:

@@ -39,7 +39,9 @@ class ServerConfig:
     sse_heartbeat_seconds: float = 15.0
     sse_queue_size: int = 1024  # frames waiting for one client
     sse_stall_seconds: float = 5.0  # how long a full queue may wait for its client
-    runs_page_limit: int = 100
+    sse_max_per_run: int = 100  # open streams of one run
+    sse_max_per_token: int = 20  # open streams of one caller (token sub)
+    commands_per_minute: int = 600  # run creations and commands of one caller
 
     @classmethod
     def load(cls, settings: Settings, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:
@@ -47,8 +49,10 @@ class ServerConfig:
         config = replace(cls(), **_from_toml(settings.home / "baton.toml"))
         config = replace(config, **_from_env(env))
         config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
-        if config.sse_queue_size < 1 or config.max_body_bytes < 1 or config.sse_heartbeat_seconds <= 0:
-            raise UsageError("config_invalid", "sse_queue_size, max_body_bytes and sse_heartbeat_seconds must be > 0")
+        positive = ("sse_queue_size", "max_body_bytes", "sse_heartbeat_seconds", "sse_max_per_run", "sse_max_per_token")
+        for name in (*positive, "commands_per_minute"):
+            if getattr(config, name) <= 0:
+                raise UsageError("config_invalid", f"{name} must be greater than 0")
         return config
 
     @property
@@ -81,6 +85,9 @@ _SCALARS: Final[dict[str, type]] = {
     "sse_heartbeat_seconds": float,
     "sse_queue_size": int,
     "sse_stall_seconds": float,
+    "sse_max_per_run": int,
+    "sse_max_per_token": int,
+    "commands_per_minute": int,
 }
 _PATH_LISTS: Final = ("jwt_public_keys", "workspace_roots")
 

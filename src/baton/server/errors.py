@@ -110,6 +110,9 @@ def error_response(error: BatonError, headers: dict[str, str] | None = None) -> 
     status = status_for(error.code)
     if isinstance(error, AuthError) and status == 401:
         headers = {"WWW-Authenticate": 'Bearer realm="baton"', **(headers or {})}
+    retry_after = error.details.get("retry_after")
+    if status == 429 and isinstance(retry_after, int):
+        headers = {"Retry-After": str(retry_after), **(headers or {})}
     return JSONResponse({"error": error.to_dict()}, status_code=status, headers=headers)
 
 

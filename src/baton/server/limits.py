@@ -1,14 +1,74 @@
-"""Request limits: the body size (413 ``body_too_large``)."""
+"""Request limits: the body size (413 ``body_too_large``), the rate of commands of one caller
+(429 ``rate_limited``), open event streams per run and per caller (429 ``sse_limit``)."""
 
 from __future__ import annotations
 
 import json
+import math
+import time
+from collections.abc import Callable
+from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from baton.errors import RefusedError
 
-__all__ = ["BodyLimit"]
+__all__ = ["BodyLimit", "RateLimiter", "StreamSlots"]
+
+_MAX_CALLERS: Final = 10_000
+
+
+class RateLimiter:
+    """A token bucket per caller: ``per_minute`` calls a minute, in bursts of up to ``per_minute``."""
+
+    def __init__(self, per_minute: int) -> None:
+        self._capacity = float(per_minute)
+        self._rate = per_minute / 60.0
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, caller: str) -> None:
+        now = time.monotonic()
+        tokens, last = self._buckets.get(caller, (self._capacity, now))
+        tokens = min(self._capacity, tokens + (now - last) * self._rate)
+        if tokens < 1:
+            retry = math.ceil((1 - tokens) / self._rate)
+            raise RefusedError("rate_limited", f"too many commands; retry in {retry} s", details={"retry_after": retry})
+        self._buckets[caller] = (tokens - 1, now)
+        if len(self._buckets) > _MAX_CALLERS:  # forget callers whose bucket has refilled
+            horizon = now - self._capacity / self._rate
+            self._buckets = {key: value for key, value in self._buckets.items() if value[1] > horizon}
+
+
+class StreamSlots:
+    """Counts open event streams per run and per caller; ``acquire`` refuses past the limits."""
+
+    def __init__(self, per_run: int, per_caller: int) -> None:
+        self._per_run = per_run
+        self._per_caller = per_caller
+        self._runs: dict[str, int] = {}
+        self._callers: dict[str, int] = {}
+
+    def acquire(self, run_id: str, caller: str) -> Callable[[], None]:
+        """A slot for one stream, or ``sse_limit``; call the result exactly once when it ends."""
+        if self._runs.get(run_id, 0) >= self._per_run:
+            raise RefusedError("sse_limit", f"run {run_id} has {self._per_run} open event streams already")
+        if self._callers.get(caller, 0) >= self._per_caller:
+            raise RefusedError("sse_limit", f"this caller has {self._per_caller} open event streams already")
+        self._runs[run_id] = self._runs.get(run_id, 0) + 1
+        self._callers[caller] = self._callers.get(caller, 0) + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            for counts, key in ((self._runs, run_id), (self._callers, caller)):
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
+
+        return release
 
 
 class BodyLimit:

@@ -11,6 +11,7 @@ from fastapi import Request
 from baton.config import Settings
 from baton.server.auth import Authenticator
 from baton.server.config import ServerConfig
+from baton.server.limits import RateLimiter, StreamSlots
 from baton.server.sse import StreamStats
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ class ServerState:
     baton: Baton
     draining: asyncio.Event
     streams: StreamStats
+    stream_slots: StreamSlots
+    commands: RateLimiter
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
 
 

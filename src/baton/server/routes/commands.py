@@ -74,6 +74,7 @@ async def run_command(
 ) -> Response:
     """Send a JSON-RPC 2.0 command to the run (errors with HTTP 200, as JSON-RPC says)."""
     record = await visible_run(request, principal, run_id)
+    server_state(request).commands.take(principal.sub)
     raw = await request.body()
     request_id: Any = None
     try:

@@ -10,7 +10,7 @@ another process is tailed by polling the store. The stream closes after a run's 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Annotated, Final, Literal
 
@@ -36,12 +36,16 @@ _POLL_SECONDS: Final = 0.2
 class _StreamResponse(Response):
     """Hands the connection to an :class:`EventStream` (FastAPI wants a Response)."""
 
-    def __init__(self, stream: EventStream) -> None:
+    def __init__(self, stream: EventStream, release: Callable[[], None]) -> None:
         super().__init__(media_type="text/event-stream")
         self._stream = stream
+        self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._stream(scope, receive, send)
+        try:
+            await self._stream(scope, receive, send)
+        finally:
+            self._release()
 
 
 def _resume_point(last_event_id: str | None, after: int | None) -> int:
@@ -91,7 +95,7 @@ async def run_events(
         stats=state.streams,
         draining=state.draining,
     )
-    return _StreamResponse(stream)
+    return _StreamResponse(stream, state.stream_slots.acquire(record.id, principal.sub))
 
 
 async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:

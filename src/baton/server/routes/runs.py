@@ -46,6 +46,7 @@ _RUN_FIELDS = tuple(Run.model_fields)
 async def create_run(body: CreateRunRequest, request: Request, principal: _Writer) -> Run:
     """Start a run of an agent on a repository; it executes in this server's process."""
     state = server_state(request)
+    state.commands.take(principal.sub)
     if body.permission_mode == "bypassPermissions" and not principal.is_admin:
         raise AuthError("scope_missing", "permission_mode bypassPermissions needs the scope 'admin'")
     for name in ("turns", "seconds"):
