@@ -104,3 +104,38 @@ async def run_native(
         finally:
             await agent.aclose()
     return recording
+
+
+async def prompt_after(workspace: Path, home: Path, scenario: str, before_prompt: Any) -> list[Any]:
+    """One ``ask-all`` turn; ``before_prompt(conn, session)`` runs after ``session/new``.
+
+    Returns the scripted server's recorded requests.
+    """
+    executable = CODEX.executable()
+    assert executable is not None, "codex-acp is not installed: run `make setup`"
+    setting = next(s for s in CODEX.settings if s.name == "ask-all").config
+    with ScriptedModelServer(scenario) as server:
+        context = LaunchContext(
+            "native-" + os.urandom(4).hex(),
+            workspace,
+            home,
+            None,
+            server.base_url,
+            KEY,
+            (),
+            dict(os.environ),
+            setting,
+            0,
+        )
+        agent = SubprocessAgent("codex", codex_command(context, executable))
+        try:
+            conn = connect_to_agent(RecordingClient(Recording()), await agent.start())  # type: ignore[arg-type]
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await before_prompt(conn, session)
+            await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), 60)
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:
+            await agent.aclose()
+        return server.requests

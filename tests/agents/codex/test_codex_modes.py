@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.agents.codex.native import run_native
+from tests.agents.codex.native import prompt_after, run_native
 from tests.agents.conftest import permission_answers, run_to_end, scripted_openai
 from tests.conftest import make_git_repo
 
@@ -157,3 +158,15 @@ async def test_without_the_prompt_rules_untrusted_runs_safe_commands_unasked(wor
     recording = await run_native(untrusted, two, workspace, tmp_path / "home")
     assert recording.asked_commands() == ["touch made.txt"]
     assert "echo hi" in recording.ran_commands()
+
+
+async def test_model_selection_through_the_model_config_option(workspace: Path, tmp_path: Path) -> None:
+    from baton.runs.executor import _select_model
+
+    async def select(conn: Any, session: Any) -> None:
+        offered = [o.model_dump(by_alias=True) for o in session.config_options]
+        assert any(o["id"] == "model" and o["currentValue"] == "gpt-5.5" for o in offered)
+        await _select_model(conn, session, "gpt-5.4")
+
+    requests = await prompt_after(workspace, tmp_path / "home", "plain", select)
+    assert {r.body["model"] for r in requests if r.path == "/v1/responses"} == {"gpt-5.4"}
