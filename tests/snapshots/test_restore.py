@@ -18,7 +18,7 @@ from baton.errors import BatonError
 from baton.snapshots import ArchiveLimits, GitObjects, ShadowRepo, build_archive, restore_archive, verify_archive
 from baton.snapshots.archive import ARCHIVE_FORMAT
 
-from .conftest import git, hash_every_file, init_repo, names, shadow, work_tree_state
+from .conftest import commit_all, git, hash_every_file, init_repo, names, shadow, work_tree_state
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -323,3 +323,21 @@ def test_a_total_size_limit_stops_a_bomb_early(tmp_path: Path) -> None:
     with pytest.raises(BatonError):
         restore_archive(archive, tmp_path / "out", base=None, limits=limits)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_failure_after_the_base_checkout_removes_the_fresh_target(tmp_path: Path) -> None:
+    """An empty target gets the base in one checkout; a later failure undoes that step too."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = init_repo(tmp_path / "repo", {"keep.txt": "k\n"})
+    (repo / "zz").symlink_to("../outside")  # a symlink leading out: allowed in a repository
+    head = commit_all(repo, "a symlink")
+    files = {"a.txt": b"first\n", "zz/late.txt": b"through the symlink\n"}
+    archive = _write(tmp_path / "s.tar.gz", _manifest(files, base_commit=head), list(files.items()))
+    target = tmp_path / "fresh"
+    with pytest.raises(BatonError) as failed:
+        restore_archive(archive, target, base=GitObjects.of_repository(repo), base_label="base_repo")
+    assert failed.value.code == "path_outside_workspace"
+    assert not target.exists()
+    assert names(outside) == []
+    assert names(tmp_path) == ["outside", "repo", "s.tar.gz"]

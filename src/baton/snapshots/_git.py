@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "run_git"]
+__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "run_git", "run_git_many"]
 
 EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _IDENTITY: Final = {
@@ -71,3 +71,33 @@ def run_git(
     if done.returncode not in ok_codes:
         raise GitFailed(list(args), done.returncode, done.stderr.decode("utf-8", "replace"))
     return done.stdout
+
+
+def run_git_many(commands: Sequence[Sequence[str]], env: Mapping[str, str]) -> list[bytes]:
+    """Run several read-only git commands at once (they read, so they may overlap); their stdouts."""
+    processes = []
+    try:
+        for args in commands:
+            processes.append(
+                subprocess.Popen(
+                    ["git", *args],
+                    env=dict(env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+        outputs = []
+        for args, process in zip(commands, processes, strict=True):
+            stdout, stderr = process.communicate()
+            if process.returncode != 0:
+                raise GitFailed(list(args), process.returncode, stderr.decode("utf-8", "replace"))
+            outputs.append(stdout)
+        return outputs
+    except OSError as exc:
+        raise GitFailed(list(commands[0]), -1, f"cannot run git: {exc}") from exc
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -284,7 +284,7 @@ def iter_members(path: Path, limits: ArchiveLimits | None = None) -> Iterator[Ma
         counter = _CountingReader(handle)
         buffered = io.BufferedReader(counter, _CHUNK)
         try:
-            tar = tarfile.open(fileobj=buffered, mode="r|gz", encoding="utf-8")  # noqa: SIM115 (closed below)
+            tar = tarfile.open(fileobj=buffered, mode="r|gz", encoding="utf-8", bufsize=_CHUNK)  # noqa: SIM115 (closed below)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise _unsafe(f"not a gzip tar archive: {exc}") from exc
         total = 0

@@ -27,6 +27,7 @@ import hashlib
 import os
 import shutil
 import stat
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,6 +76,22 @@ class GitObjects:
             mode, _kind, sha = meta.decode().split(" ")
             entries.append((mode, sha, os.fsdecode(path)))
         return entries
+
+    def checkout(self, commit: str, target: Path, *, leave_out: set[str]) -> int:
+        """Write ``commit``'s files (but ``leave_out``) into the empty folder ``target``; how many.
+
+        Through a temporary index, so no index of any repository changes.
+        """
+        with tempfile.TemporaryDirectory(prefix="baton-checkout-") as scratch:
+            env = {**self._env, "GIT_INDEX_FILE": str(Path(scratch) / "index"), "GIT_WORK_TREE": str(target)}
+            run_git(["read-tree", commit], env)
+            if leave_out:
+                spec = b"\0".join(os.fsencode(p) for p in sorted(leave_out)) + b"\0"
+                run_git(["update-index", "--force-remove", "-z", "--stdin"], env, input=spec)
+            parallel = ["-c", "checkout.workers=0", "-c", "checkout.thresholdForParallelism=256"]
+            run_git([*parallel, "checkout-index", "--all", "--force"], env)
+            listed = run_git(["ls-files", "-z"], env)
+        return listed.count(b"\0")
 
     def blobs(self, shas: list[str]) -> dict[str, bytes]:
         wanted = sorted(set(shas))
@@ -126,6 +143,7 @@ class Journal:
         self._undo: list[Callable[[], None]] = []
         self._backups: Path | None = None
         self._real_root = ""
+        self._known_dirs: set[Path] = set()  # folders of the root already checked or made
 
     def open(self) -> None:
         if not self.root.exists():
@@ -140,9 +158,22 @@ class Journal:
             self._backups.mkdir()
         return self._backups
 
+    def bulk(self, action: Callable[[], object]) -> None:
+        """Run ``action`` on a root that is empty now; its compensation empties the root again."""
+        if any(self.root.iterdir()):
+            raise ValueError("a bulk step needs an empty root")
+
+        def undo() -> None:
+            for child in self.root.iterdir():
+                _remove(child)
+
+        self._undo.append(undo)
+        action()
+
     def _move_aside(self, path: Path) -> None:
         backup = self._backup_dir() / uuid.uuid4().hex
         os.rename(path, backup)
+        self._known_dirs = {d for d in self._known_dirs if d != path and path not in d.parents}
 
         def undo() -> None:
             _remove(path)
@@ -155,6 +186,8 @@ class Journal:
         current = self.root
         for part in rel.split("/")[:-1]:
             current = current / part
+            if current in self._known_dirs:
+                continue
             try:
                 info = os.lstat(current)
             except FileNotFoundError:
@@ -162,6 +195,7 @@ class Journal:
                     return None
                 current.mkdir()
                 self._undo.append(functools.partial(_rmdir_quietly, current))
+                self._known_dirs.add(current)
                 continue
             if stat.S_ISLNK(info.st_mode):
                 real = os.path.realpath(current)
@@ -179,6 +213,7 @@ class Journal:
                 self._move_aside(current)  # a file where the snapshot has a folder
                 current.mkdir()
                 self._undo.append(functools.partial(_rmdir_quietly, current))
+            self._known_dirs.add(current)  # a folder now (or a symlink to one inside the root)
         return current
 
     def write(self, rel: str, data: bytes, mode: str) -> None:
@@ -269,6 +304,20 @@ def _current_sha(path: Path) -> str | None:
     return None
 
 
+def _clean_checkout_of(target: Path, commit: str) -> bool:
+    """Is ``target`` a repository at ``commit`` with nothing uncommitted (so the base is in place)?"""
+    if not (target / ".git").exists():
+        return False
+    env = clean_environment({"GIT_OPTIONAL_LOCKS": "0"})
+    try:
+        head = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env, cwd=target).decode().strip()
+        if head != commit:
+            return False
+        return not run_git(["status", "--porcelain", "-z", "--untracked-files=all"], env, cwd=target)
+    except GitFailed:
+        return False
+
+
 def _dirty_files(target: Path, planned: Mapping[str, str | None]) -> list[str]:
     """Files of the target a restore would lose: uncommitted changes in a repository, else
     existing files whose content differs from what the restore puts there (``planned``: path →
@@ -320,7 +369,9 @@ def restore_archive(
     result = RestoreResult(target=target, base="none", manifest=manifest)
     base_entries: list[tuple[str, str, str]] = []
     if manifest.base_commit and base is not None and base.has_commit(manifest.base_commit):
-        base_entries = base.tree(manifest.base_commit)
+        occupied = target.exists() and any(target.iterdir())
+        if occupied and not _clean_checkout_of(target, manifest.base_commit):
+            base_entries = base.tree(manifest.base_commit)
         result.base = base_label
     elif manifest.base_commit:
         result.notes.append(
@@ -329,6 +380,10 @@ def restore_archive(
         )
     overridden = {f.path for f in manifest.files} | set(manifest.symlinks) | set(manifest.submodules)
     deleted = set(manifest.deleted)
+    fresh = not target.exists() or not any(target.iterdir())
+    bulk_base = fresh and result.base != "none" and manifest.base_commit is not None
+    if bulk_base:
+        base_entries = []  # an empty target takes the base in one checkout (below)
     base_entries = [e for e in base_entries if e[2] not in overridden and e[2] not in deleted]
     # 2. the plan, and what of the target it would lose
     planned: dict[str, str | None] = {path: None for path in manifest.deleted}
@@ -349,6 +404,13 @@ def restore_archive(
     try:
         journal.open()
         # 3. the base tree
+        if bulk_base and base is not None and manifest.base_commit is not None:
+            commit = manifest.base_commit
+
+            def checkout() -> None:
+                result.base_written = base.checkout(commit, target, leave_out=overridden | deleted)
+
+            journal.bulk(checkout)
         wanted = [(mode, sha, path) for mode, sha, path in base_entries if _current_sha(target / path) != sha]
         contents = base.blobs([sha for mode, sha, _ in wanted if mode != "160000"]) if base else {}
         for mode, sha, path in wanted:

@@ -17,7 +17,7 @@ Each snapshot is a commit in the shadow (``refs/snapshots/sN``, parent = the pre
 whose message holds the snapshot's record as JSON, so the shadow alone can list them.
 """
 
-# ruff: noqa: PTH114, PTH118, PTH119
+# ruff: noqa: PTH105, PTH110, PTH112, PTH114, PTH118, PTH119
 # (paths here are git's str paths (surrogate-escaped bytes), joined as strings on a hot path)
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import fnmatch
 import json
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from baton.events.entry import utc_timestamp
-from baton.snapshots._git import EMPTY_TREE, GitFailed, clean_environment, run_git
+from baton.snapshots._git import EMPTY_TREE, GitFailed, clean_environment, run_git, run_git_many
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -66,11 +67,12 @@ DEFAULT_SECRET_PATTERNS: Final = (
 )
 _SECRET_EXCEPTIONS: Final = (".env.example", ".env.sample", ".env.template", ".env.dist")
 _MAX_TARGETED: Final = 500  # more paths than this: scan instead (argv length)
+_PACK_FROM: Final = 64
+_HEAD_REF: Final = "refs/heads/snapshots"
 _START_REF: Final = "refs/baton/start"
 _SNAPSHOT_REFS: Final = "refs/snapshots/"
 _MESSAGE_PREFIX: Final = "baton snapshot "
 _SHADOW_CONFIG: Final = (
-    ("core.bare", "false"),
     ("core.autocrlf", "false"),
     ("core.safecrlf", "false"),
     ("core.symlinks", "true"),
@@ -241,6 +243,7 @@ class ShadowRepo:
         self._last: _Last | None = None
         self._user_git: tuple[Path, Path] | bool | None = False  # (git dir, common dir), None: no repo
         self._base_trees: dict[str, str] = {}
+        self._start: tuple[str, str] | None = None  # the commit and tree when the run started
 
     # -- git ------------------------------------------------------------------------------
 
@@ -286,17 +289,23 @@ class ShadowRepo:
         dirs = self.user_git_dirs()
         if dirs is None:
             return None, EMPTY_TREE
-        env = clean_environment({"GIT_DIR": str(dirs[0]), "GIT_OPTIONAL_LOCKS": "0"})
-        try:
-            out = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env, ok_codes=(0, 1))
-        except GitFailed:
-            return None, EMPTY_TREE
-        commit = out.decode().strip()
+        read = _read_head(*dirs)
+        commit = read if isinstance(read, str) else None
+        if read is False:  # a layout this reader does not know (reftable …): ask git
+            env = clean_environment({"GIT_DIR": str(dirs[0]), "GIT_OPTIONAL_LOCKS": "0"})
+            try:
+                out = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env, ok_codes=(0, 1))
+            except GitFailed:
+                return None, EMPTY_TREE
+            commit = out.decode().strip() or None
         if not commit:
             return None, EMPTY_TREE
         tree = self._base_trees.get(commit)
         if tree is None:
-            tree = self.git("rev-parse", f"{commit}^{{tree}}").decode().strip()
+            try:
+                tree = self.git("rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}").decode().strip()
+            except GitFailed:
+                return None, EMPTY_TREE
             self._base_trees[commit] = tree
         return commit, tree
 
@@ -308,14 +317,20 @@ class ShadowRepo:
             self._ensure()
 
     def _ensure(self) -> None:
-        if self.exists and self._resolve(_START_REF) is not None:
+        if self._start is not None:
             return
+        if self.exists:
+            start = self._resolve(_START_REF)
+            if start is not None:
+                self._start = (start, self._tree_of(start))
+                return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
         if not self.exists:
             run_git(["init", "--quiet", "--bare", str(self.git_dir)], clean_environment())
-            for key, value in _SHADOW_CONFIG:
-                self.git("config", key, value)
-            self.git("symbolic-ref", "HEAD", "refs/heads/snapshots")
+            self.git("config", "--file", str(self.git_dir / "config"), "--replace-all", "core.bare", "false")
+            with (self.git_dir / "config").open("a") as config:
+                config.write(_config_text())
+            self.git("symbolic-ref", "HEAD", _HEAD_REF)
         (self.git_dir / "info").mkdir(exist_ok=True)
         (self.git_dir / "info" / "attributes").write_text(_ATTRIBUTES)
         dirs = self.user_git_dirs()
@@ -326,11 +341,13 @@ class ShadowRepo:
             alternates.parent.mkdir(parents=True, exist_ok=True)
             alternates.write_text(str(common / "objects") + "\n")
             self._seed_index(git_dir)
-        status = self._status(None)
+        status = self._scan()
         self._stage(status.stage)
         tree = self.git("write-tree").decode().strip()
         commit = self._commit(tree, None, "baton start\n")
-        self.git("update-ref", "--stdin", input=f"update HEAD {commit}\nupdate {_START_REF} {commit}\n".encode())
+        self._write_ref(_START_REF, commit)
+        self._write_ref(_HEAD_REF, commit)
+        self._start = (commit, tree)
         self._last = None
 
     def _seed_index(self, user_git_dir: Path) -> None:
@@ -369,13 +386,14 @@ class ShadowRepo:
             pathspecs = None if paths is None else self._relative(paths)
             if pathspecs is not None and not pathspecs:
                 return None
-            if pathspecs is not None and len(pathspecs) > _MAX_TARGETED:
-                pathspecs = None
-            status = self._status(pathspecs)
+            status = self._targeted(pathspecs) if pathspecs is not None else None
+            if status is None:
+                status = self._scan()
             self._stage(status.stage)
             tree = self.git("write-tree").decode().strip()
             last = self._latest()
-            reference = last.tree if last else self._tree_of(_START_REF)
+            assert self._start is not None
+            reference = last.tree if last else self._start[1]
             if tree == reference:
                 return None
             base_commit, base_tree = self.base()
@@ -401,13 +419,10 @@ class ShadowRepo:
             record = snapshot.to_dict()
             del record["shadow_commit"]
             message = f"{_MESSAGE_PREFIX}{snapshot.id}\n\n{json.dumps(record, sort_keys=True)}\n"
-            parent = last.commit if last else self._resolve(_START_REF)
+            parent = last.commit if last else self._start[0]
             commit = self._commit(tree, parent, message)
-            self.git(
-                "update-ref",
-                "--stdin",
-                input=f"update HEAD {commit}\ncreate {_SNAPSHOT_REFS}{snapshot.id} {commit}\n".encode(),
-            )
+            self._write_ref(f"{_SNAPSHOT_REFS}{snapshot.id}", commit)
+            self._write_ref(_HEAD_REF, commit)
             self._last = _Last(commit, tree, number, snapshot.log_seq_to)
             return _replace_commit(snapshot, commit)
 
@@ -424,65 +439,69 @@ class ShadowRepo:
             relative.add(rel)
         return sorted(relative)
 
-    def _status(self, pathspecs: list[str] | None) -> _Status:
-        args = [
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--untracked-files=all",
-            "--ignored=matching",
-            "--ignore-submodules=dirty",
-            "--no-renames",
-        ]
-        if pathspecs is not None:
-            args += ["--", *pathspecs]
-        out = self.git(*args)
+    def _scan(self) -> _Status:
+        """Every changed, new and ignored path: tracked files by their stat data, the rest by a walk."""
+        changed, untracked, ignored = run_git_many(
+            [
+                ["diff-files", "--name-only", "-z", "--ignore-submodules=dirty"],
+                ["ls-files", "--others", "--exclude-standard", "-z"],
+                ["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
+            ],
+            self._env,
+        )
         result = _Status()
-        fields = out.split(b"\0")
-        index = 0
-        while index < len(fields):
-            record = fields[index]
-            index += 1
-            if not record:
-                continue
-            kind = record[:1]
-            if kind == b"1":
-                parts = record.split(b" ", 8)
-                if parts[1][1:2] != b".":
-                    self._consider(os.fsdecode(parts[8]), result, tracked=True)
-            elif kind == b"2":
-                parts = record.split(b" ", 9)
-                index += 1  # the original path follows
-                self._consider(os.fsdecode(parts[9]), result, tracked=True)
-            elif kind == b"u":
-                parts = record.split(b" ", 10)
-                result.stage.append(os.fsdecode(parts[10]))
-            elif kind == b"?":
-                self._consider(os.fsdecode(record[2:]), result, tracked=False)
-            elif kind == b"!":
-                result.skipped.append(Skipped(os.fsdecode(record[2:]), "ignored"))
+        for raw in changed.split(b"\0"):
+            if raw:
+                self._consider(os.fsdecode(raw), result)
+        for raw in untracked.split(b"\0"):
+            if raw:
+                self._consider(os.fsdecode(raw), result)
+        for raw in ignored.split(b"\0"):
+            if raw:
+                result.skipped.append(Skipped(os.fsdecode(raw), "ignored"))
         return result
 
-    def _consider(self, path: str, result: _Status, *, tracked: bool) -> None:
-        if path.endswith("/"):  # a repository inside the work tree, not yet a gitlink
+    def _targeted(self, paths: list[str]) -> _Status | None:
+        """Just the named paths (``None``: one is a folder, so scan instead)."""
+        if len(paths) > _MAX_TARGETED:
+            return None
+        out = self.git("ls-files", "--others", "--ignored", "--exclude-standard", "-z", "--", *paths)
+        ignored = {os.fsdecode(raw) for raw in out.split(b"\0") if raw}
+        result = _Status()
+        root = str(self.work_tree)
+        for path in paths:
+            full = os.path.join(root, path)
+            if path in ignored:
+                result.skipped.append(Skipped(path, "ignored"))
+            elif os.path.isdir(full) and not os.path.islink(full):
+                if not os.path.exists(os.path.join(full, ".git")):
+                    return None
+                self._consider(path + "/", result)
+            else:
+                self._consider(path, result)
+        return result
+
+    def _consider(self, path: str, result: _Status) -> None:
+        if path.endswith("/"):  # a repository inside the work tree: a gitlink once it has a commit
             nested = path.rstrip("/")
             if self._has_commit(nested):
                 result.stage.append(nested)
             else:
                 result.skipped.append(Skipped(nested, "nested_repository"))
             return
-        if not tracked and self._is_secret(path):
+        if self._is_secret(path):
             result.skipped.append(Skipped(path, "secret"))
             return
+        full = os.path.join(self.work_tree, path)
         try:
-            info = os.lstat(os.path.join(self.work_tree, path))
+            info = os.lstat(full)
         except FileNotFoundError:
             result.stage.append(path)  # deleted
             return
         except OSError:
             result.skipped.append(Skipped(path, "unreadable"))
             return
-        if info.st_size > self.max_file_bytes and not os.path.islink(os.path.join(self.work_tree, path)):
+        if info.st_size > self.max_file_bytes and stat.S_ISREG(info.st_mode):
             result.skipped.append(Skipped(path, "too_large"))
             return
         result.stage.append(path)
@@ -505,9 +524,21 @@ class ShadowRepo:
             return False
 
     def _stage(self, paths: list[str]) -> None:
-        if paths:
-            spec = b"\0".join(os.fsencode(p) for p in paths)
-            self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+        """Hash ``paths`` into the index (added, changed, deleted, or replaced by a folder)."""
+        if not paths:
+            return
+        spec = b"\0".join(os.fsencode(p) for p in paths) + b"\0"
+        # Many new blobs go into one pack (git's bulk check-in) instead of a file each.
+        options = ["-c", "core.bigFileThreshold=1"] if len(paths) >= _PACK_FROM else []
+        self.git(*options, "update-index", "--add", "--remove", "--replace", "-z", "--stdin", input=spec)
+
+    def _write_ref(self, ref: str, commit: str) -> None:
+        """Point ``ref`` at ``commit`` (the shadow's refs are loose files only baton writes)."""
+        path = self.git_dir / ref
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".lock")
+        temporary.write_text(commit + "\n")
+        os.replace(temporary, path)
 
     def _commit(self, tree: str, parent: str | None, message: str) -> str:
         args = ["commit-tree", tree, "-F", "-"]
@@ -557,6 +588,42 @@ class ShadowRepo:
         """``git diff-tree -r -M`` between two trees, parsed."""
         out = self.git("diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw", old_tree, new_tree)
         return parse_raw_diff(out)
+
+
+def _config_text() -> str:
+    sections: dict[str, list[str]] = {}
+    for key, value in _SHADOW_CONFIG:
+        section, name = key.split(".")
+        sections.setdefault(section, []).append(f"\t{name} = {value}\n")
+    return "".join(f"[{section}]\n" + "".join(lines) for section, lines in sections.items())
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _read_head(git_dir: Path, common_dir: Path) -> str | bool | None:
+    """The commit the user's HEAD names, read from files (``None``: unborn; ``False``: ask git)."""
+    if (common_dir / "reftable").exists():
+        return False
+    try:
+        head = (git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head if len(head) == 40 and set(head) <= _HEX else False
+        ref = head[5:]
+        for folder in (git_dir, common_dir):
+            loose = folder / ref
+            if loose.is_file():
+                value = loose.read_text().strip()
+                return value if len(value) == 40 and set(value) <= _HEX else False
+        packed = common_dir / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref and len(sha) == 40:
+                    return sha
+    except OSError:
+        return False
+    return None
 
 
 def parse_raw_diff(out: bytes) -> list[TreeEntry]:
