@@ -21,6 +21,7 @@ MODULES: dict[str, str] = {
     "http": "bench.http",
     "idle_run": "bench.idle_run",
     "resume": "bench.resume",
+    "snapshot": "bench.snapshot",
     "subprocess_acp": "bench.subprocess_acp",
 }
 
