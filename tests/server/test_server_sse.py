@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -226,3 +227,31 @@ async def test_open_streams_and_commands_are_limited_per_caller(settings: Settin
         assert answers[2].json()["error"]["code"] == "rate_limited"
         assert int(answers[2].headers["retry-after"]) >= 1
         run.finish()
+
+
+async def test_reconnecting_at_random_points_while_the_run_writes_loses_and_repeats_nothing(
+    server: RunningServer,
+) -> None:
+    run = FakeRun(server)
+    rng = random.Random(9)
+
+    def write() -> None:
+        for index in range(300):
+            run.say(f"chunk {index}")
+        run.finish()
+
+    writer = asyncio.create_task(asyncio.to_thread(write))
+    received: list[tuple[int | None, Any]] = []
+    reconnects = 0
+    async with httpx.AsyncClient(timeout=30) as client:
+        while not received or received[-1][1]["type"] != "task.finished":
+            headers = server.headers()
+            if received:
+                headers["Last-Event-ID"] = str(received[-1][0])
+            part = await read_stream(client, events_url(server, run.id), headers, stop_after=rng.randint(1, 40))
+            received += [(m.id, m.data) for m in part]
+            reconnects += 1
+    await writer
+    expected = json.loads(json.dumps(project(run.entries())))
+    assert received == [(e["seq"], e) for e in expected]
+    assert reconnects > 5
