@@ -121,7 +121,7 @@ async def test_the_agent_gets_only_the_allow_listed_environment(
     from baton.agents.processes import RUN_ID_VARIABLE
     from baton.runs import Baton
 
-    async with Baton(replace(openai_settings, agent_start_timeout_seconds=1.0)) as baton:
+    async with Baton(replace(openai_settings, agent_start_timeout_seconds=3.0)) as baton:
         handle = await baton.start(RunSpec(prompt="go", repo=repo, agent=script_agent("silent")))
         await first_entry(baton.entries(handle.run_id), lambda entry: entry["method"] == "initialize")
         process = handle._execution._agent.process  # type: ignore[attr-defined]
