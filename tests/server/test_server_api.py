@@ -16,8 +16,11 @@ from baton.server import HTTP_STATUS, ServerConfig, create_app
 from baton.store import RunRecord
 
 
-@pytest.fixture
-def server(settings: Settings) -> Iterator[RunningServer]:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One server for the module: these tests only add runs and read what they added."""
+    home = tmp_path_factory.mktemp("server") / "baton-home"
+    settings = Settings.load({"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")})
     with running_server(settings, ServerConfig(max_body_bytes=4096)) as running:
         yield running
 
@@ -48,8 +51,8 @@ def test_health_needs_no_token(server: RunningServer) -> None:
     assert response.json() == {"status": "ok", "version": "0.1.0", "database": "ok"}
 
 
-def test_the_local_token_is_private_and_required(server: RunningServer, settings: Settings) -> None:
-    token_file = settings.home / "api-token"
+def test_the_local_token_is_private_and_required(server: RunningServer) -> None:
+    token_file = server.state.settings.home / "api-token"
     assert token_file.stat().st_mode & 0o777 == 0o600
     missing = httpx.get(server.base_url + "/v1/runs")
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "token_missing"
@@ -70,18 +73,25 @@ def test_runs_are_listed_and_paginated(server: RunningServer, client: httpx.Clie
     mine = [stored_run(server) for _ in range(4)]
     mine.append(stored_run(server, owner="someone-else"))  # the local token is the machine's owner: admin
     finished = stored_run(server, status="finished")
-    first = client.get("/v1/runs", params={"limit": 2}).json()
-    assert [run["id"] for run in first["runs"]] == [mine[0].id, mine[1].id]
-    seen = [run["id"] for run in first["runs"]]
-    cursor = first["next_cursor"]
-    while cursor:
-        page = client.get("/v1/runs", params={"limit": 2, "cursor": cursor}).json()
+    everything = client.get("/v1/runs", params={"limit": 1000}).json()
+    assert everything["next_cursor"] is None
+    every_id = [run["id"] for run in everything["runs"]]
+    ours = [run.id for run in [*mine, finished]]
+    assert [run_id for run_id in every_id if run_id in ours] == ours  # oldest first
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = client.get("/v1/runs", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        assert len(page["runs"]) <= 2
         seen += [run["id"] for run in page["runs"]]
         cursor = page["next_cursor"]
-    assert seen == [run.id for run in mine] + [finished.id]
-    only_finished = client.get("/v1/runs", params={"status": "finished"}).json()["runs"]
-    assert [run["id"] for run in only_finished] == [finished.id]
-    assert only_finished[0] == finished.to_dict() | {"status": "finished", "status_reason": None}
+        if cursor is None:
+            break
+    assert seen == every_id
+    only_finished = client.get("/v1/runs", params={"status": "finished", "limit": 1000}).json()["runs"]
+    assert {run["status"] for run in only_finished} == {"finished"}
+    [ours_finished] = [run for run in only_finished if run["id"] == finished.id]
+    assert ours_finished == finished.to_dict() | {"status": "finished", "status_reason": None}
     bad = client.get("/v1/runs", params={"status": "sleeping"})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "request_invalid"
     assert bad.json()["error"]["message"].startswith("status:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +27,11 @@ def keys() -> tuple[KeyPair, KeyPair, KeyPair]:
     return make_key_pair(), make_key_pair(), make_key_pair()
 
 
-@pytest.fixture
-def server(settings: Settings, tmp_path: Path, keys: tuple[KeyPair, KeyPair, KeyPair]) -> Iterator[RunningServer]:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, keys: tuple[KeyPair, KeyPair, KeyPair]) -> Iterator[RunningServer]:
+    """One server for the module; each test uses owners of its own."""
+    tmp_path = tmp_path_factory.mktemp("jwt-server")
+    settings = Settings.load({"BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")})
     first, second, _stranger = keys
     jwks = {"keys": [jwt.algorithms.RSAAlgorithm.to_jwk(second.private.public_key(), as_dict=True) | {"kid": "k2"}]}
     (tmp_path / "rotation.json").write_text(json.dumps(jwks))
@@ -108,7 +112,7 @@ def test_scopes_are_checked(server: RunningServer, keys: tuple[KeyPair, ...], re
         headers={"Authorization": f"Bearer {reader}"},
     )
     assert response.status_code == 403 and response.json()["error"]["code"] == "scope_missing"
-    writer = token(first, scope="runs:write")
+    writer = token(first, sub="alice-scopes", scope="runs:write")
     assert get(server, "/v1/runs", writer).json()["error"]["code"] == "scope_missing"
     bypass = httpx.post(
         server.base_url + "/v1/runs",
@@ -116,7 +120,7 @@ def test_scopes_are_checked(server: RunningServer, keys: tuple[KeyPair, ...], re
         headers={"Authorization": f"Bearer {writer}"},
     )
     assert bypass.status_code == 403 and bypass.json()["error"]["code"] == "scope_missing"
-    mine = stored_run(server, owner="alice")
+    mine = stored_run(server, owner="alice-scopes")
     server.call(lambda: server.baton.store.update_run(mine.id, status="running"))
     switch = httpx.post(
         f"{server.base_url}/v1/runs/{mine.id}/command",
@@ -151,7 +155,8 @@ def test_a_token_sees_only_its_owners_runs(server: RunningServer, keys: tuple[Ke
     assert [run["id"] for run in get(server, "/v1/runs", alice).json()["runs"]] == [alices.id]
     admin = token(first, sub="root", scope="runs:read admin")
     assert get(server, f"/v1/runs/{bobs.id}", admin).status_code == 200
-    assert [run["id"] for run in get(server, "/v1/runs", admin).json()["runs"]] == [alices.id, bobs.id]
+    every_id = [run["id"] for run in get(server, "/v1/runs", admin).json()["runs"]]
+    assert alices.id in every_id and bobs.id in every_id
     # A token limited to one run sees nothing else, even its owner's other runs.
     other = stored_run(server, owner="alice")
     limited = token(first, sub="alice", run_id=alices.id)
