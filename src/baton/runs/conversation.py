@@ -134,8 +134,24 @@ class Conversation:
                 continue
             if method == "session/update":  # most entries: keep this path short
                 update = params.get("update")
-                if type(update) is dict and not _replayed(params) and not _replayed(update):
-                    self._update(update)
+                if type(update) is not dict or ("_meta" in params and _replayed(params)):
+                    continue
+                meta = update.get("_meta")
+                if meta and type(meta) is dict:
+                    baton = meta.get("baton")
+                    if baton and type(baton) is dict and baton.get("replay") is True:
+                        continue
+                if update.get("sessionUpdate") == "agent_message_chunk":  # most updates: inline
+                    content = update.get("content")
+                    text = content.get("text") if type(content) is dict else None
+                    if not text or type(text) is not str:
+                        continue
+                    if self._open is not None and self.items[-1]["type"] == "agent":
+                        self._open.append(text)
+                    else:
+                        self._text("agent", text, merge=True)
+                    continue
+                self._update(update)
             elif method == "session/prompt":
                 if entry["direction"] == "to_agent" and not _replayed(params):
                     text, self._rebuilt_prompt = self._rebuilt_prompt or _prompt_text(params.get("prompt")), None
