@@ -7,9 +7,10 @@ committed, ``k`` random. Afterwards the resume must finish the run with the scen
 disk, a gapless log, a valid event stream, and no process of the run left.
 
 Trials run side by side (each with its own ``BATON_HOME`` and repository) against one scripted
-model server in this process, so the server's recorded requests can be checked too. The kills
+model server in this process, so the server's recorded requests can be checked too; each run is
+resumed as soon as it is killed. The kills
 need ``baton run`` processes; the resumes run through the Python API in this process
-(``Baton.resume``, what ``baton resume`` calls; tests/cli/test_runs_cli.py drives the command),
+(``Baton.resume``, what ``baton resume`` calls; test_resume_claude.py drives the command),
 since every ``baton`` process spends seconds of CPU importing the agents' SDKs.
 """
 
@@ -22,7 +23,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,10 +149,18 @@ async def resume(trial: Trial, server: ScriptedModelServer) -> None:
         trial.outcome = await asyncio.wait_for(handle.wait(), 90)
 
 
-async def resume_all(trials: list[Trial], server: ScriptedModelServer) -> None:
+async def crash_then_resume(trial: Trial, server: ScriptedModelServer) -> None:
+    """Kill the trial's run (in a thread: it polls the store), then resume it at once."""
+    await asyncio.to_thread(run_and_kill, trial)
+    assert trial.run_id is not None, f"trial {trial.index}: no run was recorded"
+    assert not run_process_ids(trial.run_id), f"trial {trial.index}: the kill left processes"
+    await resume(trial, server)
+
+
+async def all_trials(trials: list[Trial], server: ScriptedModelServer) -> None:
     async with asyncio.TaskGroup() as group:
         for trial in trials:
-            group.create_task(resume(trial, server))
+            group.create_task(crash_then_resume(trial, server))
 
 
 def make_trials(tmp_path: Path, server: ScriptedModelServer, count: int, seed: int) -> list[Trial]:
@@ -171,15 +179,7 @@ def make_trials(tmp_path: Path, server: ScriptedModelServer, count: int, seed: i
 def crash_and_resume(tmp_path: Path, count: int, seed: int) -> None:
     with ScriptedModelServer("three-steps") as server:
         trials = make_trials(tmp_path, server, count, seed)
-        threads = [threading.Thread(target=run_and_kill, args=(trial,)) for trial in trials]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        for trial in trials:
-            assert trial.run_id is not None, f"trial {trial.index}: no run was recorded"
-            assert not run_process_ids(trial.run_id), f"trial {trial.index}: the kill left processes"
-        asyncio.run(resume_all(trials, server))
+        asyncio.run(all_trials(trials, server))
         prompts = [json.dumps(request.body) for request in server.requests]
     for trial in trials:
         check_trial(trial)
