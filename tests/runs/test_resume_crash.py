@@ -8,10 +8,10 @@ disk, a gapless log, a valid event stream, and no process of the run left.
 
 Trials run side by side (each with its own ``BATON_HOME`` and repository) against one scripted
 model server in this process, so the server's recorded requests can be checked too; each run is
-resumed as soon as it is killed. The kills
-need ``baton run`` processes; the resumes run through the Python API in this process
-(``Baton.resume``, what ``baton resume`` calls; test_resume_claude.py drives the command),
-since every ``baton`` process spends seconds of CPU importing the agents' SDKs.
+resumed as soon as it is killed. The kills need ``baton run`` processes; the resumes run through
+the Python API in this process (``Baton.resume``, what ``baton resume`` calls;
+test_resume_claude.py drives the command), since every ``baton`` process spends seconds of CPU
+importing the agents' SDKs.
 """
 
 from __future__ import annotations
