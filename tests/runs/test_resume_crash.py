@@ -183,6 +183,10 @@ def crash_and_resume(tmp_path: Path, count: int, seed: int) -> None:
         prompts = [json.dumps(request.body) for request in server.requests]
     for trial in trials:
         check_trial(trial)
+        if trial.resume_params.get("path") == "rebuilt":  # the model was given the task back
+            assert any(
+                str(trial.repo) in prompt and "<baton-transcript>\\n[user]\\ngo\\n" in prompt for prompt in prompts
+            ), f"trial {trial.index}: no rebuilt context carried the task"
     # The model saw baton's continuation prompt (native path) or a rebuilt conversation.
     assert any("[baton:resume]" in prompt for prompt in prompts)
 

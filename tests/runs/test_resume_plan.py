@@ -306,3 +306,29 @@ async def test_the_conversation_is_stored_and_brought_up_to_date_incrementally(s
     finally:
         await log.aclose()
         await store.aclose()
+
+
+async def test_a_run_killed_before_its_prompt_reached_the_agent_is_resumed_with_its_task(
+    settings: Settings, repo: Path
+) -> None:
+    store, log = await open_log(settings)
+    try:
+        record = await store.create_run(agent="claude", repo=str(repo), cwd=str(repo))
+        with pytest.raises(RefusedError) as refused:  # nothing recorded: nothing to go on
+            await plan_resume(store, log, settings, record.id, None)
+        assert refused.value.code == "run_not_resumable"
+        log.open_run(record.id)
+        started = {"run_id": record.id, "agent": "claude", "cwd": str(repo), "prompt": "write the release notes"}
+        log.append(
+            record.id,
+            "baton",
+            "_baton/run_started",
+            {"jsonrpc": "2.0", "method": "_baton/run_started", "params": started},
+        )
+        await log.flush()
+        plan = await plan_resume(store, log, settings, record.id, None)
+        assert plan.params["path"] == "rebuilt" and plan.params["interrupted_calls"] == []
+        assert "<baton-transcript>\n[user]\nwrite the release notes\n</baton-transcript>" in plan.spec.prompt
+    finally:
+        await log.aclose()
+        await store.aclose()

@@ -31,6 +31,7 @@ class RunStartedParams(TypedDict):
     deny: NotRequired[list[str]]
     ask: NotRequired[list[str]]
     resumed_from: NotRequired[str]  # the ended run whose conversation this run continues
+    prompt: NotRequired[str]  # the task as the user gave it
 
 
 class AgentSessionParams(TypedDict):

@@ -78,6 +78,7 @@ class Conversation:
         "items",
         "plan",
         "status",
+        "task",
         "total_cost_usd",
         "upto_seq",
         "usage",
@@ -93,6 +94,7 @@ class Conversation:
         self.agent_session_id: str | None = None
         self.cwd: str | None = None
         self.status: str | None = None
+        self.task: str | None = None  # the prompt ``_baton/run_started`` names
         self.compactions = 0
         self.dropped_items = 0
         # Chunks of the last item while it is still growing (joined once, not per chunk).
@@ -268,6 +270,8 @@ class Conversation:
             cwd = params.get("cwd")
             if isinstance(cwd, str):
                 self.cwd = cwd
+            if isinstance(params.get("prompt"), str):
+                self.task = params["prompt"]
         elif method == "_baton/status":
             status = params.get("status")
             if isinstance(status, str):
@@ -329,6 +333,7 @@ class Conversation:
             "agent_session_id": self.agent_session_id,
             "cwd": self.cwd,
             "status": self.status,
+            "task": self.task,
             "compactions": self.compactions,
             "dropped_items": self.dropped_items,
             "open_text": self._open is not None,
@@ -350,6 +355,7 @@ class Conversation:
         conversation.agent_session_id = state.get("agent_session_id")
         conversation.cwd = state.get("cwd")
         conversation.status = state.get("status")
+        conversation.task = state.get("task")
         conversation.compactions = int(state.get("compactions") or 0)
         conversation.dropped_items = int(state.get("dropped_items") or 0)
         conversation._rebuilt_prompt = state.get("rebuilt_prompt")

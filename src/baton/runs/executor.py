@@ -114,6 +114,8 @@ class RunExecution:
                 "allow": list(spec.allow),
                 "deny": list(spec.deny),
                 "ask": list(spec.ask),
+                # The task, for a resume that finds no prompt in the log (the user's, never a rebuilt transcript).
+                "prompt": self._resume["prompt"] if self._resume is not None else spec.prompt,
             }
             if self._resumed_from is not None:
                 opening["resumed_from"] = self._resumed_from

@@ -162,6 +162,10 @@ async def plan_resume(
     check_resumable(record, prompt, executing)
     ended = record.is_terminal
     opening = await _run_started(log, run_id)
+    if not opening:
+        raise RefusedError(
+            "run_not_resumable", f"nothing of run {run_id} was recorded (not even its start); start the task again"
+        )
     cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
     if not cwd.is_dir():
         raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
@@ -304,6 +308,8 @@ def rebuilt_prompt(
     items = conversation.view()
     keep_first = 1 if items and items[0]["type"] == "user" else 0
     head = [_render(item, conversation, result_chars) for item in items[:keep_first]]
+    if not keep_first and conversation.task and not conversation.compactions:
+        head = [(f"[user]\n{conversation.task}", 0)]  # killed before the task reached the agent
     remaining = budget_tokens - estimate_tokens(prompt) - 200 - sum(estimate_tokens(text) for text, _cut in head)
     tail: list[tuple[str, int]] = []
     for item in reversed(items[keep_first:]):  # newest first, until the budget is spent
