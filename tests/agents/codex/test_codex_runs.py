@@ -23,9 +23,10 @@ from tests.agents.conftest import (
     run_to_end,
     scripted_openai,
 )
-from tests.conftest import baton_process_ids, make_git_repo
+from tests.conftest import make_git_repo
 
 from baton.agents.codex import codex_command
+from baton.agents.processes import run_process_ids
 from baton.agents.registry import AGENTS, CODEX
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.config import Settings
@@ -161,7 +162,7 @@ async def test_cancel_mid_command_ends_the_run_cancelled_and_kills_the_command(s
     assert outcome.status == "cancelled" and outcome.stop_reason == "cancelled"
     assert_log_whole(entries)
     assert "session/cancel" in [entry["method"] for entry in entries]
-    assert not baton_process_ids()
+    assert not run_process_ids(outcome.run_id)  # the sandboxed `sleep 20` included
 
 
 async def test_the_model_reaches_the_responses_api(settings: Settings, repo: Path) -> None:
