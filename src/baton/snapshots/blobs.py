@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -90,10 +91,17 @@ class LocalBlobStore:
         return self.path_of(key).is_file()
 
 
-def blob_store_for(url: str | None, home: Path) -> BlobStore:
-    """The store a ``blob_url`` names: unset or ``file://DIR`` is local; other schemes are refused."""
+def blob_store_for(url: str | None, home: Path, environ: Mapping[str, str] | None = None) -> BlobStore:
+    """The store a ``blob_url`` names (default: ``BATON_BLOB_URL``): unset → ``BATON_HOME/blobs``,
+    ``file://DIR``, or ``s3://BUCKET[/PREFIX]?endpoint=…&region=…`` (see :mod:`baton.snapshots.s3`)."""
+    env = os.environ if environ is None else environ
+    url = url or env.get("BATON_BLOB_URL")
     if not url:
         return LocalBlobStore(home / "blobs")
     if url.startswith("file://"):
         return LocalBlobStore(Path(url[len("file://") :]))
-    raise UsageError("config_invalid", f"unsupported blob_url {url!r} (only a local folder for now)")
+    if url.startswith("s3://"):
+        from baton.snapshots.s3 import S3BlobStore
+
+        return S3BlobStore.from_url(url, env)
+    raise UsageError("config_invalid", f"unsupported blob_url {url!r} (file:// or s3://)")
