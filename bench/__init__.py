@@ -22,6 +22,7 @@ MODULES: dict[str, str] = {
     "idle_run": "bench.idle_run",
     "resume": "bench.resume",
     "snapshot": "bench.snapshot",
+    "sse_fanout": "bench.sse_fanout",
     "subprocess_acp": "bench.subprocess_acp",
 }
 

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from baton.errors import BatonError
 
-__all__ = ["OVERFLOW_GRACE_SECONDS", "EventStream", "Frame", "StreamStats", "encode_frame"]
+__all__ = ["OVERFLOW_GRACE_SECONDS", "EventStream", "Frame", "FrameCache", "StreamStats", "encode_frame"]
 
 # After an overflow, how long the client has to take the frame it was stuck on and the notice.
 OVERFLOW_GRACE_SECONDS: Final = 30.0
@@ -39,6 +40,7 @@ _HEADERS: Final = [
 _log = logging.getLogger("baton.server")
 _HEARTBEAT: Final = b": keepalive\n\n"
 _END: Final = object()
+_MAX_BATCH: Final = 256  # frames in one write
 _OVERFLOW: Final = object()
 
 
@@ -53,6 +55,27 @@ def encode_frame(event_id: int | None, event: str, data: Any) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return f"{head}event: {event}\ndata: {body}\n\n".encode()
+
+
+class FrameCache:
+    """Encoded frames shared by every client of a run: each is encoded once, sent to many.
+
+    Keys are ``(run_id, view, id)``: an entry and an event are immutable once committed, so a
+    frame never changes. Bounded to the ``size`` most recently used.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._frames: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
+
+    def frame(self, run_id: str, view: str, event_id: int, event: str, data: Any) -> bytes:
+        key = (run_id, view, event_id)
+        encoded = self._frames.get(key)
+        if encoded is None:
+            encoded = self._frames[key] = encode_frame(event_id, event, data)
+            if len(self._frames) > self._size:
+                self._frames.popitem(last=False)
+        return encoded
 
 
 @dataclass
@@ -157,26 +180,40 @@ class EventStream:
         return False
 
     async def _send_all(self, send: Send) -> bool:
-        """Send frames until the end (True) or an overflow (True) or a dead client (False)."""
+        """Send frames until the end (True) or an overflow (True) or a dead client (False).
+
+        Whatever waits in the queue goes out in one write: a client that fell behind catches
+        up with fewer, larger writes instead of one system call per frame.
+        """
         try:
             while True:
-                try:
-                    async with asyncio.timeout(self._heartbeat):
-                        item = await self._queue.get()
-                except TimeoutError:
-                    await send({"type": "http.response.body", "body": _HEARTBEAT, "more_body": True})
-                    continue
-                if item is _END:
-                    return True
-                if item is _OVERFLOW:
+                items: list[Frame | object] = []
+                if self._queue.empty():
+                    try:
+                        async with asyncio.timeout(self._heartbeat):
+                            items.append(await self._queue.get())
+                    except TimeoutError:
+                        await send({"type": "http.response.body", "body": _HEARTBEAT, "more_body": True})
+                        continue
+                while not self._queue.empty() and len(items) < _MAX_BATCH:
+                    items.append(self._queue.get_nowait())
+                chunks: list[bytes] = []
+                ending: object | None = None
+                for item in items:
+                    if item is _END or item is _OVERFLOW:
+                        ending = item
+                        break
+                    assert isinstance(item, Frame)
+                    chunks.append(item.data)
+                    if item.id >= 0:
+                        self._last_id = item.id
+                if ending is _OVERFLOW:
                     notice = {"reason": "slow_client", "last_id": self._last_id}
-                    body = encode_frame(None, "overflow", notice)
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    chunks.append(encode_frame(None, "overflow", notice))
+                if chunks:
+                    await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
+                if ending is not None:
                     return True
-                assert isinstance(item, Frame)
-                await send({"type": "http.response.body", "body": item.data, "more_body": True})
-                if item.id >= 0:
-                    self._last_id = item.id
         except OSError:
             return False
 

@@ -12,7 +12,7 @@ from baton.config import Settings
 from baton.server.auth import Authenticator
 from baton.server.config import ServerConfig
 from baton.server.limits import RateLimiter, StreamSlots
-from baton.server.sse import StreamStats
+from baton.server.sse import FrameCache, StreamStats
 
 if TYPE_CHECKING:
     from baton.runs import Baton, RunHandle
@@ -30,6 +30,7 @@ class ServerState:
     streams: StreamStats
     stream_slots: StreamSlots
     commands: RateLimiter
+    frames: FrameCache = field(default_factory=FrameCache)
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
 
 

@@ -23,7 +23,7 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector
 from baton.server.auth import Principal
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
-from baton.server.sse import EventStream, Frame, encode_frame
+from baton.server.sse import EventStream, Frame
 from baton.server.state import ServerState, server_state
 
 __all__ = ["router", "run_entries"]
@@ -99,18 +99,21 @@ async def run_events(
 
 
 async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
-    async for entry in run_entries(state, run_id, after):
-        yield Frame(entry["seq"], encode_frame(entry["seq"], "entry", entry))
+    frames = state.frames
+    async with aclosing(run_entries(state, run_id, after)) as entries:
+        async for entry in entries:
+            yield Frame(entry["seq"], frames.frame(run_id, "acp", entry["seq"], "entry", entry))
 
 
 async def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
     # Event seqs are a fold over the whole log: project from its start, send what follows `after`.
     projector = Projector(run_id)
+    frames = state.frames
     async with aclosing(run_entries(state, run_id, 0)) as entries:
         async for entry in entries:
             for event in projector.feed(entry):
                 if event["seq"] > after:
-                    yield Frame(event["seq"], encode_frame(event["seq"], event["type"], event))
+                    yield Frame(event["seq"], frames.frame(run_id, "events", event["seq"], event["type"], event))
             if projector.ended:
                 return
 

@@ -1,0 +1,145 @@
+"""Fan-out: one run writing 100 log entries a second to 200 SSE clients in another process.
+
+The production path: ``baton serve``'s application under uvicorn on loopback, the run's
+entries appended to the server's own ``SessionLog`` (as an agent's would be), clients on
+``GET /v1/runs/{id}/events?view=acp`` in a separate process (``bench._sse_clients``).
+
+- ``sse_fanout_p50_ms`` / ``sse_fanout_p99_ms``: delivery latency, from the entry's ``ts``
+  (stamped when it is appended, before the group commit) to its arrival at a client;
+  target p99 ≤ 100 ms.
+- ``sse_fanout_lost``: frames missing or out of order over all clients (target 0).
+- ``sse_fanout_deliveries_per_s``: frames delivered per second over the whole run.
+- ``sse_fanout_cpu_pct``: CPU of the baton process (server, log writer, the writing run)
+  while it streams, in % of one core.
+- ``sse_fanout_kb_per_client``: resident memory of the baton process per connected client.
+- ``sse_fanout_client_cpu_pct``: CPU of the clients' process, to tell which side limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from baton.config import Settings
+from baton.server import BatonServer, ServerConfig, create_app
+
+from . import Metric
+
+__all__ = ["METRICS", "run"]
+
+METRICS = (
+    "sse_fanout_p50_ms",
+    "sse_fanout_p99_ms",
+    "sse_fanout_lost",
+    "sse_fanout_deliveries_per_s",
+    "sse_fanout_cpu_pct",
+    "sse_fanout_kb_per_client",
+    "sse_fanout_client_cpu_pct",
+)
+CLIENTS = 200
+RATE = 100  # entries a second
+SECONDS = 5
+
+
+def _rss_kb() -> float:
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 1024
+
+
+async def _write(state: Any, run_id: str, count: int) -> None:
+    log = state.baton.log
+    start = time.monotonic()
+    for index in range(count):
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"chunk {index}"}}
+        message = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}
+        log.append(run_id, "from_agent", "session/update", message)
+        delay = start + (index + 1) / RATE - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+    await log.flush()
+
+
+def _measure(home: Path) -> dict[str, float]:
+    settings = Settings.load({"BATON_HOME": str(home)})
+    config = ServerConfig(sse_max_per_run=CLIENTS + 10, sse_max_per_token=CLIENTS + 10)
+    app = create_app(settings, config)
+    server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve()), daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        state = app.state.baton_server
+
+        def on_loop(coroutine: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
+
+        record = on_loop(state.baton.store.create_run(agent="claude", owner="local", repo="/tmp/fanout"))
+
+        async def open_run() -> None:
+            state.baton.log.open_run(record.id)
+
+        on_loop(open_run())
+        count = RATE * SECONDS
+        token = (home / "api-token").read_text().strip()
+        url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{record.id}/events?view=acp"
+        rss_before = _rss_kb()
+        clients = subprocess.Popen(
+            [sys.executable, "-m", "bench._sse_clients", url, token, str(CLIENTS), str(count)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert clients.stdout is not None
+        assert clients.stdout.readline().strip() == "ready"
+        rss_connected = _rss_kb()
+        cpu_start, wall_start = time.process_time(), time.perf_counter()
+        on_loop(_write(state, record.id, count))
+        output = clients.stdout.readline()
+        cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+        clients.wait(60)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = json.loads(output)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    expected = list(range(1, count + 1))
+    lost = sum(len(set(expected) - set(ids)) + (0 if ids == sorted(ids) else 1) for ids in result["ids"])
+    latencies = sorted(value for per_client in result["latencies"] for value in per_client)
+    return {
+        "p50": statistics.median(latencies),
+        "p99": latencies[int(len(latencies) * 0.99) - 1],
+        "lost": float(lost),
+        "deliveries": len(latencies) / wall,
+        "cpu": cpu / wall * 100,
+        "kb_per_client": (rss_connected - rss_before) / CLIENTS,
+        "client_cpu": (children.ru_utime + children.ru_stime) / wall * 100,
+    }
+
+
+def run() -> dict[str, Metric]:
+    with tempfile.TemporaryDirectory() as tmp:
+        measured = _measure(Path(tmp))
+
+    def metric(value: float, unit: str, target: float, better: str = "lower") -> Metric:
+        return {"value": round(value, 2), "unit": unit, "target": target, "better": better, "reference": None}  # type: ignore[typeddict-item]
+
+    return {
+        "sse_fanout_p50_ms": metric(measured["p50"], "ms", 50.0),
+        "sse_fanout_p99_ms": metric(measured["p99"], "ms", 100.0),
+        "sse_fanout_lost": metric(measured["lost"], "frames", 0.0),
+        "sse_fanout_deliveries_per_s": metric(measured["deliveries"], "frames/s", 20_000.0, "higher"),
+        "sse_fanout_cpu_pct": metric(measured["cpu"], "% core", 100.0),
+        "sse_fanout_kb_per_client": metric(measured["kb_per_client"], "KiB", 256.0),
+        "sse_fanout_client_cpu_pct": metric(measured["client_cpu"], "% core", 100.0),
+    }
