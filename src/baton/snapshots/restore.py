@@ -172,8 +172,11 @@ class Journal:
 
     def _move_aside(self, path: Path) -> None:
         backup = self._backup_dir() / uuid.uuid4().hex
+        was_folder = stat.S_ISDIR(os.lstat(path).st_mode)
         os.rename(path, backup)
-        self._known_dirs = {d for d in self._known_dirs if d != path and path not in d.parents}
+        if was_folder:  # the folders checked under it are gone
+            prefix = str(path) + os.sep
+            self._known_dirs = {d for d in self._known_dirs if d != path and not str(d).startswith(prefix)}
 
         def undo() -> None:
             _remove(path)
