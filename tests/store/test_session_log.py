@@ -205,3 +205,34 @@ async def test_a_slow_subscriber_falls_back_to_the_store(log: SessionLog, run_id
         log.close_run(run_id)
         rest = [entry["seq"] async for entry in entries]
     assert [first["seq"], *rest] == list(range(1, SUBSCRIBER_BUFFER + 501))
+
+
+async def test_a_stalled_disk_blocks_the_producer_not_memory(store_url: str, store: Store, run_id: str) -> None:
+    max_pending = 200
+    outsider = make_engine(store_url).connect()
+    stall = outsider.begin()  # on SQLite, BEGIN IMMEDIATE: the writer cannot begin
+    if outsider.dialect.name == "postgresql":
+        outsider.exec_driver_sql("LOCK TABLE log_entries IN SHARE ROW EXCLUSIVE MODE")  # COPY waits
+    async with SessionLog(store, Redactor(), max_pending=max_pending, max_batch=50, commit_interval=0) as log:
+        log.open_run(run_id)
+        most_pending = 0
+
+        async def produce() -> None:
+            nonlocal most_pending
+            for n in range(2000):
+                log.append(run_id, "from_agent", None, message(n))
+                most_pending = max(most_pending, log.pending)
+                await log.drain()
+
+        producer = asyncio.create_task(produce())
+        await asyncio.sleep(0.3)
+        assert not producer.done()  # blocked in drain(), not queueing without end
+        assert log.pending == max_pending + 1
+        stall.rollback()
+        await producer
+        await log.flush()
+        assert log.pending == 0
+        assert most_pending == max_pending + 1
+        assert [entry["seq"] for entry in await log.read(run_id)] == list(range(1, 2001))
+    outsider.close()
+    outsider.engine.dispose()

@@ -7,9 +7,13 @@ most ``max_batch`` rows each). Subscribers, ``read`` and ``wait_committed`` see 
 once it is committed, so the crash window is the entries of the last few milliseconds,
 which nobody has seen.
 
-Backpressure: ``append`` never drops or refuses an entry. Once more than ``max_pending``
-entries wait for the disk, ``await log.drain()`` (cheap when there is no backlog) blocks the
-producer until half of them are committed; producers that can await call it after appending.
+Backpressure: ``append`` never drops or refuses an entry, and never blocks. Once more than
+``max_pending`` entries wait for the disk, ``await log.drain()`` (a comparison when there is
+no backlog) blocks the producer until half of them are committed. Every producer that can
+await calls it after appending (the transport, after each message it received: a stalled disk
+then stops the reading of the agent's output, and the agent blocks on its pipe). Memory is
+then bounded by ``max_pending`` entries (their row and redacted payload: ~20 MB at the default
+20,000 and 300-byte payloads) plus one entry per producer that does not await.
 
 A failed write (after a few retries of a busy or locked database) is never swallowed: the
 writer stops, and ``append``, ``flush``, ``wait_committed``, subscribers and ``aclose``
@@ -56,7 +60,7 @@ class SessionLog:
         *,
         commit_interval: float = 0.005,
         max_batch: int = 5000,
-        max_pending: int = 100_000,
+        max_pending: int = 20_000,
     ) -> None:
         if commit_interval < 0 or max_batch < 1 or max_pending < 1:
             raise ValueError("commit_interval must be >= 0, max_batch and max_pending >= 1")
@@ -172,6 +176,11 @@ class SessionLog:
         self._raise_failure()
         if self._committed_total < self._queued_total:
             await self._totals.wait(self._queued_total)
+
+    @property
+    def pending(self) -> int:
+        """Entries appended and not yet committed."""
+        return self._queued_total - self._committed_total
 
     async def drain(self) -> None:
         """Wait, when more than ``max_pending`` entries are queued, until half are committed."""
