@@ -87,6 +87,7 @@ class S3BlobStore:
             with self._request("GET", self._object(key)) as response, destination.open("wb") as out:
                 shutil.copyfileobj(response, out, _CHUNK)
         except urllib.error.HTTPError as exc:
+            exc.close()
             if exc.code == 404:
                 raise NotFoundError("snapshot_not_found", f"no blob {key} in s3://{self.location.bucket}") from exc
             raise
@@ -99,6 +100,7 @@ class S3BlobStore:
             with self._request("HEAD", self._object(key)):
                 return True
         except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the response's socket
             if exc.code == 404:
                 return False
             raise
@@ -116,6 +118,7 @@ class S3BlobStore:
             with self._request("PUT", f"/{self.location.bucket}", body=body, size=len(body), payload_hash=payload_hash):
                 pass
         except urllib.error.HTTPError as exc:
+            exc.close()
             if exc.code != 409:
                 raise
 
