@@ -69,6 +69,7 @@ _SECRET_EXCEPTIONS: Final = (".env.example", ".env.sample", ".env.template", ".e
 _MAX_TARGETED: Final = 500  # more paths than this: scan instead (argv length)
 _PACK_FROM: Final = 64
 _HEAD_REF: Final = "refs/heads/snapshots"
+_DIFF_TREE: Final = ["diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw"]
 _START_REF: Final = "refs/baton/start"
 _SNAPSHOT_REFS: Final = "refs/snapshots/"
 _MESSAGE_PREFIX: Final = "baton snapshot "
@@ -244,6 +245,7 @@ class ShadowRepo:
         self._user_git: tuple[Path, Path] | bool | None = False  # (git dir, common dir), None: no repo
         self._base_trees: dict[str, str] = {}
         self._start: tuple[str, str] | None = None  # the commit and tree when the run started
+        self._index_tree: str | None = None  # the tree of the index as last written
 
     # -- git ------------------------------------------------------------------------------
 
@@ -344,6 +346,7 @@ class ShadowRepo:
         status = self._scan()
         self._stage(status.stage)
         tree = self.git("write-tree").decode().strip()
+        self._index_tree = tree
         commit = self._commit(tree, None, "baton start\n")
         self._write_ref(_START_REF, commit)
         self._write_ref(_HEAD_REF, commit)
@@ -389,8 +392,10 @@ class ShadowRepo:
             status = self._targeted(pathspecs) if pathspecs is not None else None
             if status is None:
                 status = self._scan()
-            self._stage(status.stage)
-            tree = self.git("write-tree").decode().strip()
+            if status.stage or self._index_tree is None:
+                self._stage(status.stage)
+                self._index_tree = self.git("write-tree").decode().strip()
+            tree = self._index_tree  # nothing staged: the index, and so its tree, did not change
             last = self._latest()
             assert self._start is not None
             reference = last.tree if last else self._start[1]
@@ -399,14 +404,17 @@ class ShadowRepo:
             base_commit, base_tree = self.base()
             number = (last.number if last else 0) + 1
             log_seq_from = (last.log_seq_to if last else 0) + 1
-            since_base = tuple(self.diff(base_tree, tree))
+            raw_base, raw_step = run_git_many(
+                [[*_DIFF_TREE, base_tree, tree], [*_DIFF_TREE, reference, tree]], self._env
+            )
+            since_base = tuple(parse_raw_diff(raw_base))
             snapshot = Snapshot(
                 id=f"s{number}",
                 commit="",
                 tree_hash=tree,
                 base_commit=base_commit,
                 base_tree=base_tree,
-                changes=Changes.of(self.diff(reference, tree)),
+                changes=Changes.of(parse_raw_diff(raw_step)),
                 since_base=Changes.of(since_base),
                 since_base_entries=since_base,
                 skipped=tuple(status.skipped),
@@ -586,7 +594,7 @@ class ShadowRepo:
 
     def diff(self, old_tree: str, new_tree: str) -> list[TreeEntry]:
         """``git diff-tree -r -M`` between two trees, parsed."""
-        out = self.git("diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw", old_tree, new_tree)
+        out = self.git(*_DIFF_TREE, old_tree, new_tree)
         return parse_raw_diff(out)
 
 
