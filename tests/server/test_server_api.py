@@ -129,6 +129,11 @@ def test_bad_run_requests_name_the_field(client: httpx.Client, repo: Path) -> No
         assert error["message"].startswith(f"{field}:"), (body, error)
     not_json = client.post("/v1/runs", content=b"{not json", headers={"content-type": "application/json"})
     assert not_json.status_code == 422 and not_json.json()["error"]["code"] == "request_invalid"
+    as_text = client.post("/v1/runs", content=b'{"prompt": "go"}', headers={"content-type": "text/plain"})
+    assert as_text.status_code == 422
+    assert as_text.json()["error"]["message"] == "body: must be a JSON object, sent as Content-Type: application/json"
+    array = client.post("/v1/runs", json=[1, 2])
+    assert array.status_code == 422 and array.json()["error"]["message"].startswith("body: must be a JSON object")
 
 
 def test_a_missing_repository_and_missing_credentials_are_refused(

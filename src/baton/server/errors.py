@@ -127,7 +127,10 @@ def validation_error(exc: RequestValidationError) -> UsageError:
         location = tuple(item.get("loc", ()))
         kind = item.get("type", "")
         field = "body" if kind == "json_invalid" else _field_name(location)
-        problems.append({"field": field, "message": str(item.get("msg", "invalid"))})
+        message = str(item.get("msg", "invalid"))
+        if location == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+            message = "must be a JSON object, sent as Content-Type: application/json"
+        problems.append({"field": field, "message": message})
     first = problems[0] if problems else {"field": "body", "message": "invalid request"}
     message = f"{first['field']}: {first['message']}"
     return UsageError("request_invalid", message, details={"errors": problems})
