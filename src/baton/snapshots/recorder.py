@@ -21,6 +21,7 @@ run goes on.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 from collections.abc import Callable
@@ -51,6 +52,7 @@ STORED_FIELDS: Final = (
     "archive_key",
     "created_at",
 )
+_NOT_LOGGED: Final = frozenset({"since_base", "modes"})
 _FILE_TOOLS: Final = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _FILE_KINDS: Final = frozenset({"edit", "delete", "move"})
 _SCAN_TOOLS: Final = frozenset({"Bash", "Task", "Agent"})
@@ -101,7 +103,7 @@ class SnapshotRecorder:
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
         self._busy = False
-        self.snapshots: list[Snapshot] = []
+        self.snapshots: collections.deque[Snapshot] = collections.deque(maxlen=64)  # the latest, for callers
 
     def sink(self, inner: EntrySink) -> EntrySink:
         """``inner`` (the session log) with this recorder watching every entry appended to it."""
@@ -251,7 +253,9 @@ class SnapshotRecorder:
 
     async def _publish(self, snapshot: Snapshot) -> None:
         record = snapshot.to_dict()
-        params = {"snapshot_id": snapshot.id, **record}  # snapshot.captured's data is picked from these
+        # The log gets this step's changes; the changes against the base, which grow with the
+        # run, stay in the shadow's commit and the archive's manifest.
+        params = {"snapshot_id": snapshot.id, **{k: v for k, v in record.items() if k not in _NOT_LOGGED}}
         message = {"jsonrpc": "2.0", "method": TREE_SNAPSHOT, "params": params}
         self._log.append(self.run_id, "baton", TREE_SNAPSHOT, message)
         self.snapshots.append(snapshot)
