@@ -234,3 +234,11 @@ def test_settings_come_from_the_environment(settings: Settings) -> None:
     assert config.workspace_roots == (Path("/a"), Path("/b"))
     with pytest.raises(UsageError):
         ServerConfig.load(settings, {"BATON_SSE_QUEUE_SIZE": "many"})
+
+
+def test_public_names() -> None:
+    import baton.server
+
+    for name in baton.server.__all__:
+        assert getattr(baton.server, name) is not None
+    assert {"create_app", "BatonServer", "ServerConfig", "HTTP_STATUS"} <= set(baton.server.__all__)

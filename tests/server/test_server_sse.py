@@ -255,3 +255,12 @@ async def test_reconnecting_at_random_points_while_the_run_writes_loses_and_repe
     expected = json.loads(json.dumps(project(run.entries())))
     assert received == [(e["seq"], e) for e in expected]
     assert reconnects > 5
+
+
+def test_the_local_token_never_reaches_a_log(server: RunningServer) -> None:
+    run = FakeRun(server)
+    assert server.token
+    run.say(f"the agent saw {server.token} somewhere")
+    text = json.dumps(run.entries())
+    assert server.token not in text and "[REDACTED]" in text
+    run.finish()
