@@ -341,3 +341,20 @@ def test_a_failure_after_the_base_checkout_removes_the_fresh_target(tmp_path: Pa
     assert not target.exists()
     assert names(outside) == []
     assert names(tmp_path) == ["outside", "repo", "s.tar.gz"]
+
+
+def test_a_clean_clone_at_the_base_takes_only_the_archive(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"a.txt": "a\n", "gone.txt": "g\n"})
+    shadow_repo = shadow(tmp_path, repo)
+    shadow_repo.prepare()
+    (repo / "a.txt").write_text("a2\n")
+    (repo / "gone.txt").unlink()
+    (repo / "new.txt").write_text("n\n")
+    capture_archive(shadow_repo, tmp_path / "s1.tar.gz")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    result = restore_archive(
+        tmp_path / "s1.tar.gz", clone, base=GitObjects.of_repository(clone), base_label="base_repo"
+    )
+    assert (result.base_written, result.files_written, result.deleted) == (0, 2, 1)
+    assert work_tree_state(clone) == work_tree_state(repo)

@@ -371,9 +371,11 @@ def restore_archive(
     target = target.absolute()
     result = RestoreResult(target=target, base="none", manifest=manifest)
     base_entries: list[tuple[str, str, str]] = []
+    clean_at_base = False
     if manifest.base_commit and base is not None and base.has_commit(manifest.base_commit):
         occupied = target.exists() and any(target.iterdir())
-        if occupied and not _clean_checkout_of(target, manifest.base_commit):
+        clean_at_base = occupied and _clean_checkout_of(target, manifest.base_commit)
+        if occupied and not clean_at_base:
             base_entries = base.tree(manifest.base_commit)
         result.base = base_label
     elif manifest.base_commit:
@@ -393,7 +395,7 @@ def restore_archive(
     planned.update({path: f"git:{sha}" for mode, sha, path in base_entries if mode not in ("160000", "120000")})
     planned.update({f.path: f"sha256:{f.sha256}" for f in manifest.files})
     planned.update({path: f"link:{target}" for path, target in manifest.symlinks.items()})
-    dirty = _dirty_files(target, planned) if target.exists() else []
+    dirty = _dirty_files(target, planned) if target.exists() and not clean_at_base else []
     if dirty and not force:
         raise RefusedError(
             "workspace_dirty",
