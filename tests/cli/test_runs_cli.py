@@ -16,7 +16,7 @@ from tests.cli._baton_cli import invoke_in_process
 
 from baton.config import Settings
 from baton.runs.executors import this_executor_id
-from baton.store import Store
+from baton.store import Redactor, SessionLog, Store
 
 RunIds = dict[str, str]
 
@@ -24,9 +24,9 @@ RunIds = dict[str, str]
 async def make_runs(home: Path, repo: Path) -> RunIds:
     home.mkdir(parents=True, exist_ok=True)
     settings = Settings.load({"BATON_HOME": str(home)})
-    async with Store.open(settings.resolved_database_url) as store:
+    async with Store.open(settings.resolved_database_url) as store, SessionLog(store, Redactor()) as log:
         ids: RunIds = {}
-        for name in ("finished", "dead", "alive"):
+        for name in ("finished", "dead", "alive", "empty"):
             record = await store.create_run(
                 agent="claude", permission_mode="acceptEdits", repo=str(repo), cwd=str(repo)
             )
@@ -35,6 +35,14 @@ async def make_runs(home: Path, repo: Path) -> RunIds:
         await store.update_run(ids["finished"], status="finished", status_reason="end_turn", total_cost_usd=0.25)
         gone = this_executor_id().rsplit(":", 1)[0] + ":1"  # this pid, another start time: a reused pid
         await store.update_run(ids["dead"], status="running", status_reason="started", executor_id=gone)
+        log.open_run(ids["dead"])
+        started = {"run_id": ids["dead"], "agent": "claude", "cwd": str(repo), "prompt": "go"}
+        log.append(
+            ids["dead"],
+            "baton",
+            "_baton/run_started",
+            {"jsonrpc": "2.0", "method": "_baton/run_started", "params": started},
+        )
         await store.update_run(ids["alive"], status="running", status_reason="started", executor_id=this_executor_id())
     return ids
 
@@ -62,7 +70,7 @@ def test_runs_json_gives_design_run_objects_with_dead_executors_as_interrupted(
     listed = invoke_in_process(monkeypatch, home, "runs", "--json")
     assert listed.returncode == 0, listed.describe()
     objects = json.loads(listed.stdout)
-    assert [run["id"] for run in objects] == [runs["finished"], runs["dead"], runs["alive"]]
+    assert [run["id"] for run in objects] == [runs["finished"], runs["dead"], runs["alive"], runs["empty"]]
     assert set(objects[0]) == {
         "id",
         "task_id",
@@ -107,7 +115,7 @@ def test_show_gives_the_run_its_executor_and_its_transitions(
     body = json.loads(shown.stdout)
     assert body["id"] == runs["dead"] and body["status"] == "interrupted" and body["cwd"] == str(repo)
     assert body["executor_alive"] is False and body["executor_id"].startswith("local:")
-    assert body["log_entries"] == 0 and body["resumed_from"] is None
+    assert body["log_entries"] == 1 and body["resumed_from"] is None
     assert [(step["from_status"], step["to_status"]) for step in body["transitions"]] == [
         (None, "queued"),
         ("queued", "running"),
@@ -140,6 +148,10 @@ def test_resume_refuses_a_live_run_an_ended_run_without_prompt_and_an_unknown_ru
 
     unknown = invoke_in_process(monkeypatch, home, "resume", "run_nope", "--json")
     assert unknown.returncode == 1 and json.loads(unknown.stderr)["error"]["code"] == "run_not_found"
+
+    # A run of which nothing was recorded cannot be resumed: its task is unknown.
+    empty = invoke_in_process(monkeypatch, home, "resume", runs["empty"], "--json")
+    assert empty.returncode == 3 and json.loads(empty.stderr)["error"]["code"] == "run_not_resumable"
 
     # A dead run passes those checks; without credentials it is refused before anything changes.
     no_key = invoke_in_process(monkeypatch, home, "resume", runs["dead"], "--json")

@@ -21,7 +21,7 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
-from baton.runs.resume import ResumePlan, check_resumable, plan_resume, run_keeping_conversation
+from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
@@ -228,21 +228,48 @@ class Baton:
         record = await self.store.get_run(run_id)
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
         check_resumable(record, prompt, executing)
-        if record.agent != "claude":
-            raise RefusedError("run_not_resumable", f"resuming a {record.agent} run is not supported yet")
-        api_key = self.settings.anthropic_api_key
-        if not api_key:
+        entry = AGENTS.get(record.agent)
+        if entry is None:
+            raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
+        # Everything that can refuse is checked before the run is taken over.
+        spec = await resume_spec(self.log, record, repo)
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
+        gatekeeper = Gatekeeper(policy, Path(spec.repo))
+        prepared = None
+        if entry.package is not None:
+            prepared = prepare_subprocess_agent(
+                entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
+            )
+            api_key = prepared.api_key
+        elif not (api_key := self.settings.anthropic_api_key or ""):
             raise RefusedError(
                 "model_credentials_missing",
                 "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
                 "or pass --scenario NAME to use baton's scripted model",
             )
-        binary = self.settings.claude_binary or bundled_claude_binary()
+        binary = (self.settings.claude_binary or bundled_claude_binary()) if prepared is None else None
         plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
-        spec = plan.spec
-        repo_dir = Path(spec.repo)
-        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo_dir)
         self.redactor.add(api_key)
+        agent_home = self.settings.run_dir(plan.run_id) / "agent-home"
+        agent: AgentProcess
+        if prepared is not None:
+            agent = prepared.start(SubprocessLaunch(plan.run_id, Path(plan.spec.repo), agent_home, plan.spec.model))
+        else:
+            assert binary is not None
+            agent = InProcessClaude(self._resumed_claude(plan, api_key, binary))
+        handle = self._execute(
+            plan.run_id,
+            plan.spec,
+            gatekeeper,
+            agent,
+            entry if prepared is not None else None,
+            resume=plan.params,
+            resumed_from=plan.resumed_from,
+        )
+        handle.resume_plan = plan
+        return handle
+
+    def _resumed_claude(self, plan: ResumePlan, api_key: str, binary: Path) -> ClaudeLaunch:
         run_dir = self.settings.run_dir(plan.run_id)
         env = claude_environment(
             run_id=plan.run_id,
@@ -252,27 +279,16 @@ class Baton:
             passthrough=self.settings.agent_env_passthrough,
             parent=dict(os.environ),
         )
-        launch = ClaudeLaunch(
+        return ClaudeLaunch(
             run_id=plan.run_id,
             binary=binary,
             env=env,
             launch_dir=run_dir / "launch",
-            model=spec.model,
-            max_budget_usd=spec.budget_usd,
+            model=plan.spec.model,
+            max_budget_usd=plan.spec.budget_usd,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
         )
-        handle = self._execute(
-            plan.run_id,
-            spec,
-            Gatekeeper(policy, repo_dir),
-            InProcessClaude(launch),
-            None,
-            resume=plan.params,
-            resumed_from=plan.resumed_from,
-        )
-        handle.resume_plan = plan
-        return handle
 
     def entries(self, run_id: str, after: int = 0) -> AsyncIterator[LogEntry]:
         """The run's committed log entries, then live ones until the run's log closes."""

@@ -52,6 +52,7 @@ __all__ = [
     "load_conversation",
     "plan_resume",
     "rebuilt_prompt",
+    "resume_spec",
     "run_keeping_conversation",
 ]
 
@@ -161,29 +162,9 @@ async def plan_resume(
     record = await store.get_run(run_id)
     check_resumable(record, prompt, executing)
     ended = record.is_terminal
-    opening = await _run_started(log, run_id)
-    if not opening:
-        raise RefusedError(
-            "run_not_resumable", f"nothing of run {run_id} was recorded (not even its start); start the task again"
-        )
-    cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
-    if not cwd.is_dir():
-        raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
-    cwd = cwd.resolve()
+    spec = await resume_spec(log, record, repo)
+    cwd = Path(spec.repo)
     conversation = await load_conversation(store, log, run_id)
-    spec = RunSpec(
-        prompt="",
-        repo=cwd,
-        agent=record.agent,
-        model=record.model,
-        permission_mode=record.permission_mode,
-        allow=tuple(opening.get("allow") or ()),
-        deny=tuple(opening.get("deny") or ()),
-        ask=tuple(opening.get("ask") or ()),
-        budget_usd=record.budget_usd,
-        task_id=record.task_id,
-        run_mode="interactive" if record.run_mode == "interactive" else "background",
-    )
     if ended:
         target = await store.create_run(
             agent=record.agent,
@@ -204,8 +185,9 @@ async def plan_resume(
         interrupted = conversation.interrupted_calls
     session_id = conversation.agent_session_id or record.agent_session_id
     agent_home = settings.run_dir(target.id) / "agent-home"
-    native = (
-        session_id is not None
+    native = (  # Claude restores its own session; other agents get the rebuilt context for now
+        record.agent == "claude"
+        and session_id is not None
         and str(cwd) == (conversation.cwd or record.cwd)
         and claude_session_file(agent_home, session_id) is not None
     )
@@ -223,6 +205,32 @@ async def plan_resume(
         params=params,
         resume_session_id=session_id if native else None,
         conversation=conversation,
+    )
+
+
+async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = None) -> RunSpec:
+    """What the run was asked to do, from its record and its ``_baton/run_started`` (the prompt
+    left empty); ``repo`` overrides the working tree it ran in."""
+    opening = await _run_started(log, record.id)
+    if not opening:
+        raise RefusedError(
+            "run_not_resumable", f"nothing of run {record.id} was recorded (not even its start); start the task again"
+        )
+    cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
+    if not cwd.is_dir():
+        raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
+    return RunSpec(
+        prompt="",
+        repo=cwd.resolve(),
+        agent=record.agent,
+        model=record.model,
+        permission_mode=record.permission_mode,
+        allow=tuple(opening.get("allow") or ()),
+        deny=tuple(opening.get("deny") or ()),
+        ask=tuple(opening.get("ask") or ()),
+        budget_usd=record.budget_usd,
+        task_id=record.task_id,
+        run_mode="interactive" if record.run_mode == "interactive" else "background",
     )
 
 
