@@ -236,3 +236,32 @@ async def test_a_stalled_disk_blocks_the_producer_not_memory(store_url: str, sto
         assert [entry["seq"] for entry in await log.read(run_id)] == list(range(1, 2001))
     outsider.close()
     outsider.engine.dispose()
+
+
+async def test_a_group_committed_twice_changes_nothing(store: Store, log: SessionLog, run_id: str) -> None:
+    """A retried group (its first commit's outcome unknown) or a re-run step rewrites seqs that
+    are stored: they are kept as they are, and the new ones are added (COPY falls back to the
+    idempotent path on Postgres)."""
+    from collections import deque
+
+    from baton.store._writer import LogWriter, Queued
+
+    for n in range(3):
+        log.append(run_id, "from_agent", None, message(n))
+    await log.flush()
+    run = log._runs[run_id]
+    again: deque[Queued] = deque(
+        ((run.run_key, seq, "2026-11-30T00:00:00.000Z", "baton", None, f'{{"again":{seq}}}'), run, {})
+        for seq in (2, 3, 4, 5)
+    )
+    failures: list[BaseException] = []
+    writer = LogWriter(
+        store.engine, again, commit_interval=0, max_batch=10, on_commit=lambda batch: None, on_failure=failures.append
+    )
+    writer.start()
+    writer.stop()
+    await asyncio.to_thread(writer.join)
+    assert failures == []
+    entries = await log.read(run_id)
+    assert [entry["seq"] for entry in entries] == [1, 2, 3, 4, 5]
+    assert [entry["payload"] for entry in entries] == [message(0), message(1), message(2), {"again": 4}, {"again": 5}]
