@@ -209,3 +209,14 @@ def test_a_commit_by_the_agent_moves_the_base(tmp_path: Path) -> None:
     assert snapshot is not None
     assert snapshot.base_commit == new_head
     assert snapshot.since_base.added == ("b.txt",) and snapshot.since_base.modified == ()
+
+
+def test_a_path_named_through_a_symlink_to_the_workspace_counts(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    alias = tmp_path / "alias"
+    alias.symlink_to(repo)
+    shadow_repo = shadow(tmp_path, repo)
+    shadow_repo.prepare()
+    (repo / "a.txt").write_text("a2\n")
+    snapshot = shadow_repo.capture([str(alias / "a.txt")])
+    assert snapshot is not None and snapshot.changes.modified == ("a.txt",)

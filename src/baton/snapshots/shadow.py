@@ -439,6 +439,9 @@ class ShadowRepo:
         root = str(self.work_tree)
         for raw in paths:
             path = os.path.normpath(os.path.join(root, raw))
+            if not path.startswith(root + os.sep):  # perhaps through a symlink (/tmp → /private/tmp)
+                folder, name = os.path.split(path)
+                path = os.path.join(os.path.realpath(folder), name)
             if path == root or not path.startswith(root + os.sep):
                 continue  # outside the workspace: not part of the tree
             rel = path[len(root) + 1 :]
