@@ -7,9 +7,11 @@ only the agent is left out, so these tests can make a run as long, as fast or as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -264,3 +266,17 @@ def test_the_local_token_never_reaches_a_log(server: RunningServer) -> None:
     text = json.dumps(run.entries())
     assert server.token not in text and "[REDACTED]" in text
     run.finish()
+
+
+async def test_shutdown_ends_open_streams_cleanly(settings: Settings) -> None:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(running_server(settings, ServerConfig(sse_heartbeat_seconds=0.05)))
+        run = FakeRun(server)
+        async with httpx.AsyncClient(timeout=30) as client:
+            reading = asyncio.create_task(read_stream(client, events_url(server, run.id), server.headers()))
+            await asyncio.to_thread(wait_until, lambda: server.streams.open == 1, 10, "the stream")
+            started = time.monotonic()
+            await asyncio.to_thread(stack.close)  # stop the server
+            received = await asyncio.wait_for(reading, 10)  # the body ended: no error on the client
+    assert time.monotonic() - started < 4  # not uvicorn's 5 s graceful timeout
+    assert [m.event for m in received] == ["task.started"]

@@ -138,7 +138,7 @@ class EventStream:
             for result in results:
                 if isinstance(result, Exception):
                     raise result
-            if sender in done and sender.result():
+            if (sender in done and sender.result()) or drain in done:  # end the body cleanly
                 with contextlib.suppress(OSError, TimeoutError):
                     async with asyncio.timeout(OVERFLOW_GRACE_SECONDS):
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
