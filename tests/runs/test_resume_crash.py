@@ -17,6 +17,7 @@ importing the agents' SDKs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -101,15 +102,16 @@ def run_status(database: Path, run_id: str) -> str:
 
 def kill_whole_run(process: subprocess.Popen[str], run_id: str | None) -> None:
     """SIGKILL the baton process's session, then every process of the run (Claude Code included)."""
-    os.killpg(process.pid, signal.SIGKILL)  # started with start_new_session: pgid == pid
+    with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+        os.killpg(process.pid, signal.SIGKILL)  # started with start_new_session: pgid == pid
     if run_id is not None:
         kill_run_processes(run_id, wait=5)
     process.communicate(timeout=30)
 
 
-def run_and_kill(trial: Trial) -> None:
-    process = subprocess.Popen(
-        [*baton_command(), "run", *RUN_ARGS, "--repo", str(trial.repo)],
+def start_baton(trial: Trial, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*baton_command(), *args],
         env=trial.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -117,15 +119,31 @@ def run_and_kill(trial: Trial) -> None:
         text=True,
         start_new_session=True,
     )
+
+
+def kill_once_committed(trial: Trial, process: subprocess.Popen[str], entries: int) -> None:
+    """Kill the whole run once ``entries`` log entries are committed (or the process ended)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         run_id, last = committed(trial.database)
-        if last >= trial.kill_after or process.poll() is not None:
+        if last >= entries or process.poll() is not None:
             trial.run_id, trial.killed_at = run_id, last
             break
         time.sleep(0.003)
     kill_whole_run(process, trial.run_id or committed(trial.database)[0])
     trial.run_id = trial.run_id or committed(trial.database)[0]
+
+
+def run_and_kill(trial: Trial) -> None:
+    kill_once_committed(trial, start_baton(trial, "run", *RUN_ARGS, "--repo", str(trial.repo)), trial.kill_after)
+
+
+def resume_and_kill(trial: Trial, more: int) -> None:
+    """``baton resume`` the killed run, and kill that too once ``more`` entries are committed."""
+    assert trial.run_id is not None
+    kill_once_committed(
+        trial, start_baton(trial, "resume", trial.run_id, "--json"), committed(trial.database)[1] + more
+    )
 
 
 def settings_of(trial: Trial, server: ScriptedModelServer) -> Settings:
@@ -149,18 +167,24 @@ async def resume(trial: Trial, server: ScriptedModelServer) -> None:
         trial.outcome = await asyncio.wait_for(handle.wait(), 90)
 
 
-async def crash_then_resume(trial: Trial, server: ScriptedModelServer) -> None:
-    """Kill the trial's run (in a thread: it polls the store), then resume it at once."""
+async def crash_then_resume(trial: Trial, server: ScriptedModelServer, twice: bool) -> None:
+    """Kill the trial's run (in a thread: it polls the store), then resume it at once.
+
+    ``twice``: the first resume is a ``baton resume`` process, killed at a random point too.
+    """
     await asyncio.to_thread(run_and_kill, trial)
     assert trial.run_id is not None, f"trial {trial.index}: no run was recorded"
     assert not run_process_ids(trial.run_id), f"trial {trial.index}: the kill left processes"
+    if twice:
+        await asyncio.to_thread(resume_and_kill, trial, random.Random(trial.kill_after).randint(1, 30))
+        assert not run_process_ids(trial.run_id), f"trial {trial.index}: the second kill left processes"
     await resume(trial, server)
 
 
-async def all_trials(trials: list[Trial], server: ScriptedModelServer) -> None:
+async def all_trials(trials: list[Trial], server: ScriptedModelServer, twice: bool) -> None:
     async with asyncio.TaskGroup() as group:
         for trial in trials:
-            group.create_task(crash_then_resume(trial, server))
+            group.create_task(crash_then_resume(trial, server, twice))
 
 
 def make_trials(tmp_path: Path, server: ScriptedModelServer, count: int, seed: int) -> list[Trial]:
@@ -176,10 +200,10 @@ def make_trials(tmp_path: Path, server: ScriptedModelServer, count: int, seed: i
     return trials
 
 
-def crash_and_resume(tmp_path: Path, count: int, seed: int) -> None:
+def crash_and_resume(tmp_path: Path, count: int, seed: int, *, twice: bool = False) -> None:
     with ScriptedModelServer("three-steps") as server:
         trials = make_trials(tmp_path, server, count, seed)
-        asyncio.run(all_trials(trials, server))
+        asyncio.run(all_trials(trials, server, twice))
         prompts = [json.dumps(request.body) for request in server.requests]
     for trial in trials:
         check_trial(trial)
@@ -205,7 +229,7 @@ def check_trial(trial: Trial) -> None:
         assert trial.resume_params["path"] in ("native", "rebuilt"), where
         assert trial.resume_params["prompt"].startswith("[baton:resume]"), where
         resumes = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/resume"]
-        assert resumes == [trial.resume_params], where
+        assert resumes[-1] == trial.resume_params, where
         for call_id in trial.resume_params["interrupted_calls"]:  # the continuation prompt names each
             assert call_id in trial.resume_params["prompt"], where
     for name, text in FILES.items():
@@ -228,3 +252,11 @@ def test_many_crash_trials(tmp_path: Path) -> None:
     seed = time.time_ns()
     for batch in range(4):
         crash_and_resume(tmp_path / f"batch-{batch}", count=5, seed=seed + batch)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_runs_killed_again_while_resuming_finish(tmp_path: Path) -> None:
+    seed = time.time_ns()
+    for batch in range(2):
+        crash_and_resume(tmp_path / f"batch-{batch}", count=5, seed=seed + batch, twice=True)

@@ -77,6 +77,7 @@ class Conversation:
         "dropped_items",
         "items",
         "plan",
+        "session_ids",
         "status",
         "task",
         "total_cost_usd",
@@ -92,6 +93,7 @@ class Conversation:
         self.usage: dict[str, Any] | None = None
         self.total_cost_usd: float | None = None
         self.agent_session_id: str | None = None
+        self.session_ids: list[str] = []  # every agent session of the run, oldest first
         self.cwd: str | None = None
         self.status: str | None = None
         self.task: str | None = None  # the prompt ``_baton/run_started`` names
@@ -266,6 +268,8 @@ class Conversation:
             session_id = params.get("agent_session_id")
             if isinstance(session_id, str):
                 self.agent_session_id = session_id
+                if session_id not in self.session_ids:
+                    self.session_ids.append(session_id)
         elif method == "_baton/run_started":
             cwd = params.get("cwd")
             if isinstance(cwd, str):
@@ -331,6 +335,7 @@ class Conversation:
             "usage": self.usage,
             "total_cost_usd": self.total_cost_usd,
             "agent_session_id": self.agent_session_id,
+            "session_ids": self.session_ids,
             "cwd": self.cwd,
             "status": self.status,
             "task": self.task,
@@ -353,6 +358,7 @@ class Conversation:
         conversation.usage = state.get("usage")
         conversation.total_cost_usd = state.get("total_cost_usd")
         conversation.agent_session_id = state.get("agent_session_id")
+        conversation.session_ids = list(state.get("session_ids") or ())
         conversation.cwd = state.get("cwd")
         conversation.status = state.get("status")
         conversation.task = state.get("task")

@@ -183,14 +183,14 @@ async def plan_resume(
         target = record
         await _take_over(store, record)
         interrupted = conversation.interrupted_calls
-    session_id = conversation.agent_session_id or record.agent_session_id
     agent_home = settings.run_dir(target.id) / "agent-home"
-    native = (  # Claude restores its own session; other agents get the rebuilt context for now
-        record.agent == "claude"
-        and session_id is not None
-        and str(cwd) == (conversation.cwd or record.cwd)
-        and claude_session_file(agent_home, session_id) is not None
-    )
+    # Claude restores its own session; other agents get the rebuilt context for now. The newest
+    # session with a transcript: a resume killed before Claude Code wrote one left an older one.
+    session_id = None
+    if record.agent == "claude" and str(cwd) == (conversation.cwd or record.cwd):
+        candidates = [*reversed(conversation.session_ids), record.agent_session_id]
+        session_id = next((sid for sid in candidates if sid and claude_session_file(agent_home, sid)), None)
+    native = session_id is not None
     user_prompt = prompt if prompt is not None else continuation_prompt(interrupted)
     agent_prompt = user_prompt if native else rebuilt_prompt(conversation, user_prompt, budget_tokens=context_tokens)
     params: ResumeParams = {
