@@ -332,3 +332,28 @@ async def test_a_run_killed_before_its_prompt_reached_the_agent_is_resumed_with_
     finally:
         await log.aclose()
         await store.aclose()
+
+
+async def test_native_resume_takes_the_newest_session_that_has_a_transcript(settings: Settings, repo: Path) -> None:
+    store, log = await open_log(settings)
+    try:
+        record = await store.create_run(agent="claude", repo=str(repo), cwd=str(repo))
+        append_interrupted_run(log, record.id, repo)  # its agent session is SESSION
+        # A first resume started a forked session and was killed before Claude Code wrote it.
+        params = {"agent_session_id": "forked-never-written", "adapter": "claude"}
+        log.append(
+            record.id,
+            "baton",
+            "_baton/agent_session",
+            {"jsonrpc": "2.0", "method": "_baton/agent_session", "params": params},
+        )
+        await log.flush()
+        project = settings.run_dir(record.id) / "agent-home" / ".claude" / "projects" / "-repo"
+        project.mkdir(parents=True)
+        (project / f"{SESSION}.jsonl").write_text('{"type": "user"}\n')
+        plan = await plan_resume(store, log, settings, record.id, None)
+        assert plan.params["path"] == "native" and plan.resume_session_id == SESSION
+        assert plan.spec.prompt == plan.params["prompt"]  # native: the continuation prompt alone
+    finally:
+        await log.aclose()
+        await store.aclose()
