@@ -15,22 +15,25 @@ import json
 from typing import Any
 
 from baton.acp.host import annotate
-from baton.agents.registry import CODEX
+from baton.agents.registry import AGENTS, CODEX, AgentEntry
 from baton.events.entry import LogEntry
 
 from .build import GOLDEN, EntryLog
 
-__all__ = ["CODEX_SAMPLES", "build_codex_sample"]
+__all__ = ["ACP_SAMPLES", "CODEX_SAMPLES", "build_codex_sample"]
 
 CODEX_SAMPLES = ("codex-acp-allow", "codex-acp-reject")
+# Other agents' recordings, built the same way: sample name → registry agent.
+ACP_SAMPLES = {"claude-agent-acp-allow": "claude-acp"}
 
 
-def build_codex_sample(name: str) -> list[LogEntry]:
+def build_codex_sample(name: str, entry: AgentEntry | None = None) -> list[LogEntry]:
+    entry = entry or (AGENTS[ACP_SAMPLES[name]] if name in ACP_SAMPLES else CODEX)
     lines = (GOLDEN / "samples" / f"{name}.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     log = EntryLog()
     cwd = next(r["msg"]["params"]["cwd"] for r in records if r["msg"].get("method") == "session/new")
-    log.add("baton", "_baton/run_started", _run_started(cwd))
+    log.add("baton", "_baton/run_started", _run_started(cwd, entry.name))
     log.baton("status", {"status": "running", "reason": "started"})
     requests: dict[tuple[str, Any], str] = {}
     usage: dict[str, Any] | None = None
@@ -45,14 +48,14 @@ def build_codex_sample(name: str) -> list[LogEntry]:
             asker = "from_agent" if direction == "to_agent" else "to_agent"
             method = requests.pop((asker, message.get("id")), None)
         if direction == "from_agent":
-            annotate(message, CODEX.tool_names)
+            annotate(message, entry.tool_names)
             update = (message.get("params") or {}).get("update") or {}
             if update.get("sessionUpdate") == "usage_update":
                 usage = {key: value for key, value in update.items() if key != "sessionUpdate"}
         log.add(direction, method, message)
         if method == "session/new" and direction == "from_agent":
             session = message["result"]["sessionId"]
-            log.baton("agent_session", {"agent_session_id": session, "adapter": "codex"})
+            log.baton("agent_session", {"agent_session_id": session, "adapter": entry.name})
         if method == "session/prompt" and direction == "from_agent":
             stop_reason = message["result"]["stopReason"]
             turn = {"stop_reason": stop_reason, "usage": usage, "total_cost_usd": None, "duration_ms": None}
@@ -73,11 +76,11 @@ def build_codex_sample(name: str) -> list[LogEntry]:
     return log.entries
 
 
-def _run_started(cwd: str) -> dict[str, Any]:
+def _run_started(cwd: str, agent: str) -> dict[str, Any]:
     params = {
         "run_id": "run-golden",
         "task_id": None,
-        "agent": "codex",
+        "agent": agent,
         "model": None,
         "cwd": cwd,
         "permission_mode": "default",

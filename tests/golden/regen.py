@@ -12,7 +12,7 @@ from typing import Any
 from baton.events.project import project
 
 from .build import GOLDEN, SAMPLES, build_sample
-from .codex import CODEX_SAMPLES, build_codex_sample
+from .codex import ACP_SAMPLES, CODEX_SAMPLES, build_codex_sample
 from .minimal import MINIMAL
 
 __all__ = ["dumps", "expected_files", "main"]
@@ -29,7 +29,7 @@ def expected_files() -> dict[Path, str]:
         updates, entries = build_sample(name)
         files[GOLDEN / f"{name}.updates.json"] = dumps(updates)
         files[GOLDEN / f"{name}.events.json"] = dumps(project(entries))
-    for name in CODEX_SAMPLES:
+    for name in (*CODEX_SAMPLES, *ACP_SAMPLES):
         entries = build_codex_sample(name)
         files[GOLDEN / f"{name}.entries.json"] = dumps(entries)
         files[GOLDEN / f"{name}.events.json"] = dumps(project(entries))

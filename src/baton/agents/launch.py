@@ -18,7 +18,7 @@ from baton.config import Settings
 from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
 
-__all__ = ["PreparedAgent", "SubprocessLaunch", "prepare_subprocess_agent"]
+__all__ = ["PreparedAgent", "SubprocessLaunch", "model_endpoint", "prepare_subprocess_agent"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,24 @@ class PreparedAgent:
         return SubprocessAgent(self.entry.name, self.entry.launch(context, self.executable))
 
 
+_CREDENTIALS = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+}
+
+
+def model_endpoint(entry: AgentEntry, settings: Settings, parent: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(base URL, API key) of the model API the agent calls (its registry ``provider``)."""
+    if entry.provider == "anthropic":
+        return settings.anthropic_base_url, settings.anthropic_api_key
+    if entry.provider == "gemini":
+        return parent.get("GOOGLE_GEMINI_BASE_URL"), parent.get("GEMINI_API_KEY")
+    if entry.provider == "none":
+        return None, ""
+    return settings.openai_base_url, settings.openai_api_key
+
+
 def prepare_subprocess_agent(
     entry: AgentEntry,
     gatekeeper: Gatekeeper,
@@ -78,19 +96,20 @@ def prepare_subprocess_agent(
             "agent_not_installed",
             f"{entry.name} ({entry.package}@{entry.version}) is not installed; run `make setup`",
         )
-    api_key = settings.openai_api_key
-    if not api_key:
+    base_url, api_key = model_endpoint(entry, settings, parent)
+    if not api_key and entry.provider != "none":
+        variables = _CREDENTIALS.get(entry.provider, ("OPENAI_API_KEY", "OPENAI_BASE_URL"))
         raise RefusedError(
             "model_credentials_missing",
-            "no model credentials: set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint), "
+            f"no model credentials: set {variables[0]} (and {variables[1]} for another endpoint), "
             "or pass --scenario NAME to use baton's scripted model",
         )
     return PreparedAgent(
         entry=entry,
         setting=setting,
         executable=executable,
-        base_url=settings.openai_base_url,
-        api_key=api_key,
+        base_url=base_url,
+        api_key=api_key or "",
         passthrough=settings.agent_env_passthrough,
         parent=parent,
         max_retries=settings.model_max_retries,

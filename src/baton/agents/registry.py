@@ -26,6 +26,7 @@ from typing import Any
 
 import rfc8785
 
+from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
@@ -35,11 +36,14 @@ from baton.gates import MODES, Gatekeeper, Policy, ToolCall
 __all__ = [
     "AGENTS",
     "AGENTS_DIR",
+    "CLAUDE_ACP",
     "AgentEntry",
     "NativeSetting",
     "Probe",
     "bound_input_hash",
     "choose_setting",
+    "claude_acp_bound_input",
+    "claude_acp_tool_calls",
     "codex_bound_input",
     "codex_tool_calls",
     "get_agent",
@@ -90,6 +94,7 @@ class AgentEntry:
     tool_calls: Callable[[str, str | None, dict[str, Any]], list[ToolCall]] | None = None
     launch: Callable[[LaunchContext, Path], AgentCommand] | None = None
     reports_cost: bool = False
+    provider: str = "openai"  # whose model API it calls: openai | anthropic | gemini (credentials, --scenario)
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -290,7 +295,83 @@ CLAUDE = AgentEntry(
     ),
 )
 
-AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX)}
+# -- Claude through claude-agent-acp ------------------------------------------------------------
+
+
+def claude_acp_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """claude-agent-acp: the kind and Claude's tool input (its permission requests name no tool)."""
+    return {"kind": tool_call.get("kind"), "input": tool_call.get("rawInput") or {}}
+
+
+_GREP_KEYS = frozenset({"output_mode", "glob", "type", "-i", "-n", "-A", "-B", "-C", "multiline", "head_limit"})
+
+
+def claude_acp_tool_name(kind: str | None, raw: Mapping[str, Any]) -> str | None:
+    """Claude's tool from a claude-agent-acp request, which carries only the kind and the input."""
+    if "command" in raw:
+        return "Bash"
+    if "notebook_path" in raw:
+        return "NotebookEdit"
+    if "file_path" in raw:
+        if "old_string" in raw or "edits" in raw:
+            return "Edit"
+        return "Write" if "content" in raw else "Read"
+    if "pattern" in raw:
+        return "Grep" if kind == "search" and _GREP_KEYS & raw.keys() else "Glob"
+    for key, name in (("url", "WebFetch"), ("query", "WebSearch"), ("todos", "TodoWrite"), ("plan", "ExitPlanMode")):
+        if key in raw:
+            return name
+    if "subagent_type" in raw or ("prompt" in raw and "description" in raw):
+        return "Task"
+    return None
+
+
+def claude_acp_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> list[ToolCall]:
+    """A claude-agent-acp permission request as one call of Claude's tool (an unknown one: its kind)."""
+    name = claude_acp_tool_name(kind, raw) or f"claude-acp:{kind or 'unknown'}"
+    return [ToolCall(name, dict(raw), tool_call_id, kind)]
+
+
+def _claude_acp_script() -> str:
+    # The package's bin entry; baton runs it with node (its Claude Code is CLAUDE_CODE_EXECUTABLE).
+    return "node_modules/@zed-industries/claude-agent-acp/dist/index.js"
+
+
+_CLAUDE_ACP_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native=(
+        "session mode default, settingSources [user] (the run's own settings only), "
+        "a PreToolUse hook on every tool answering ask"
+    ),
+    reaches_gatekeeper="every tool call (the hook sends each to canUseTool, i.e. session/request_permission)",
+    unasked=(),
+    evidence="tests/agents/claude_acp/test_claude_acp_modes.py::test_ask_all_sends_every_call_to_the_gatekeeper",
+    config=ClaudeAcpSetting("default", ask_every_tool=True),
+)
+
+CLAUDE_ACP = AgentEntry(
+    name="claude-acp",
+    package="@zed-industries/claude-agent-acp",
+    version="0.23.1",
+    command=(_claude_acp_script(),),
+    env_recipe=(
+        "as claude (PATH, LANG, LC_*, TZ, TERM, passthrough; HOME and CLAUDE_CONFIG_DIR in the run's agent home; "
+        "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; telemetry, updates and error reports off), "
+        "CLAUDE_CODE_EXECUTABLE = claude-agent-sdk's bundled Claude Code, BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "CLAUDE_CONFIG_DIR/settings.json: a PreToolUse hook on every tool answering ask; session/new with "
+        "_meta.claudeCode.options.settingSources = [user]; session/set_mode default after session/new"
+    ),
+    tool_names={},
+    bound_input=claude_acp_bound_input,
+    settings=(_CLAUDE_ACP_ASK_ALL,),
+    tool_calls=claude_acp_tool_calls,
+    launch=claude_acp_command,
+    provider="anthropic",
+)
+
+AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP)}
 
 
 def get_agent(name: str) -> AgentEntry:

@@ -21,6 +21,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from acp._transport import Transport
 
@@ -58,6 +59,8 @@ class AgentCommand:
     env: Mapping[str, str]
     cwd: Path
     run_id: str
+    session_meta: Mapping[str, Any] | None = None  # ``_meta`` of ``session/new`` (claude-acp: settingSources)
+    session_mode: str | None = None  # set with ``session/set_mode`` right after ``session/new``
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,13 @@ class RunExecution:
         try:
             async with asyncio.timeout(self._start_timeout):
                 await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
-                session = await conn.new_session(cwd=cwd, mcp_servers=[])
+                command = self._agent.command if isinstance(self._agent, SubprocessAgent) else None
+                session = await conn.new_session(
+                    cwd=cwd, mcp_servers=[], **dict((command and command.session_meta) or {})
+                )
+                if command is not None and command.session_mode is not None:
+                    # The agent may pick its starting mode from the repository's settings: set ours.
+                    await conn.set_session_mode(session_id=session.session_id, mode_id=command.session_mode)
         except TimeoutError as exc:
             raise AgentError("agent_start_timeout", f"the agent did not start in {self._start_timeout:g} s") from exc
         except RequestError as exc:

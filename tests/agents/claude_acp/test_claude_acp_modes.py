@@ -1,0 +1,124 @@
+"""The claude-acp row of the mode matrix (docs/agents.md), proven against the real claude-agent-acp.
+
+The same scripted turn (read-only and writing commands, Read, Glob, Grep — also outside the
+workspace —, writes inside the workspace and under ``.claude/``, an Edit) runs under baton's
+``ask-all`` setting and under the adapter's own ``default`` mode without baton's hook.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.agents.claude_acp.native import run_native
+from tests.agents.conftest import permission_answers, run_to_end
+from tests.conftest import make_git_repo
+
+from baton.agents.claude_acp import ClaudeAcpSetting
+from baton.agents.registry import CLAUDE_ACP, bound_input_hash, choose_setting, claude_acp_bound_input
+from baton.config import Settings
+from baton.gates import Gatekeeper, Policy
+from baton.runs import RunSpec
+from baton.testing import Scenario, ScriptedModelServer
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.claude]
+
+ASK_ALL = CLAUDE_ACP.settings[0]
+KEY = "sk-scripted-anthropic-key-0123456789abcdef"
+COMMANDS = ["echo hi", "cat README.md", "ls", "git status", "touch made.txt"]
+MATRIX = Scenario.from_dict(
+    {
+        "steps": [
+            *({"tools": [{"name": "Bash", "input": {"command": command}}]} for command in COMMANDS),
+            {"tools": [{"name": "Read", "input": {"file_path": "{cwd}/README.md"}}]},
+            {"tools": [{"name": "Glob", "input": {"pattern": "*.md"}}]},
+            {"tools": [{"name": "Grep", "input": {"pattern": "root", "path": "/etc/passwd", "output_mode": "count"}}]},
+            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/new.txt", "content": "new\n"}}]},
+            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/.claude/settings.json", "content": "{}\n"}}]},
+            {
+                "tools": [
+                    {
+                        "name": "Edit",
+                        "input": {
+                            "file_path": "{cwd}/README.md",
+                            "old_string": "# a repository",
+                            "new_string": "# b repository",
+                        },
+                    }
+                ]
+            },
+            {"tools": [{"name": "Bash", "input": {"command": "echo hi"}}]},
+        ],
+        "final_text": "All done.",
+    },
+    name="matrix",
+)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return make_git_repo(tmp_path / "work", {"README.md": "# a repository\n"})
+
+
+async def test_ask_all_sends_every_call_to_the_gatekeeper(workspace: Path, tmp_path: Path) -> None:
+    recording = await run_native(ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
+    assert recording.stop_reason == "end_turn"
+    asked = [(r["kind"], r["rawInput"].get("command") or r["rawInput"].get("file_path")) for r in recording.requests]
+    assert asked == [
+        *(("execute", command) for command in COMMANDS),
+        ("read", str(workspace / "README.md")),
+        ("edit", str(workspace / "new.txt")),
+        ("edit", str(workspace / ".claude/settings.json")),
+        ("edit", str(workspace / "README.md")),
+        ("execute", "echo hi"),
+    ]
+    # Glob and Grep are not offered under ask-all (they would run unasked): the calls fail.
+    tools = {call["toolCallId"]: call["_meta"]["claudeCode"]["toolName"] for call in recording.tool_calls.values()}
+    assert sorted(set(tools.values())) == ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]
+    assert (workspace / "made.txt").exists() and (workspace / "README.md").read_text() == "# b repository\n"
+    for options in recording.options:
+        assert ("allow", "allow_once") in options and ("reject", "reject_once") in options
+    hashes = [bound_input_hash(claude_acp_bound_input(request)) for request in recording.requests]
+    assert hashes[0] == hashes[-1] and len(set(hashes[:-1])) == len(hashes) - 1
+    assert recording.requests[0]["toolCallId"] != recording.requests[-1]["toolCallId"]
+
+
+@pytest.mark.slow
+async def test_the_adapters_own_default_mode_runs_reads_and_safe_commands_unasked(
+    workspace: Path, tmp_path: Path
+) -> None:
+    recording = await run_native(ClaudeAcpSetting("default", ask_every_tool=False), MATRIX, workspace, tmp_path / "h")
+    asked = [r["rawInput"].get("command") or r["rawInput"].get("file_path") for r in recording.requests]
+    # Only the writing command and the writes asked; echo, cat, ls, git status, Read, Glob and
+    # Grep (on /etc/passwd, outside the workspace) ran without a request.
+    written = [str(workspace / name) for name in ("new.txt", ".claude/settings.json", "README.md")]
+    assert asked == ["touch made.txt", *written]
+
+
+def test_ask_all_is_chosen_for_every_mode(tmp_path: Path) -> None:
+    for mode, allow in [("default", ()), ("plan", ()), ("acceptEdits", ("Bash",)), ("bypassPermissions", ())]:
+        gatekeeper = Gatekeeper(Policy.build(mode, allow=allow, agent_runs_unprivileged=True), tmp_path)
+        assert choose_setting(CLAUDE_ACP, gatekeeper).name == "ask-all"
+
+
+async def test_accept_edits_with_bash_allowed_runs_with_baton_deciding(settings: Settings, repo: Path) -> None:
+    # The repository's own settings set the adapter's starting mode and allow Bash (ignored).
+    (repo / ".claude").mkdir()
+    repo_settings = {"permissions": {"defaultMode": "acceptEdits", "allow": ["Bash"]}}
+    (repo / ".claude" / "settings.json").write_text(json.dumps(repo_settings))
+    with ScriptedModelServer("write-and-run") as server:
+        configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=KEY)
+        spec = RunSpec(prompt="go", repo=repo, agent="claude-acp", permission_mode="acceptEdits", allow=("Bash",))
+        done = await run_to_end(configured, spec)
+    assert done.outcome.status == "finished", done.outcome
+    answers = [result["_meta"]["baton"] for _, result in permission_answers(done.entries)]
+    assert [(a["decision"], a["reason"], a["tool_name"]) for a in answers] == [
+        ("allow", "mode:acceptEdits", "Write"),
+        ("allow", "rule:Bash", "Bash"),
+    ]
+    assert (repo / "hello.txt").read_text() == "hello from baton\n"
+    new_session = next(e for e in done.entries if e["method"] == "session/new" and e["direction"] == "to_agent")
+    assert new_session["payload"]["params"]["_meta"]["claudeCode"]["options"]["settingSources"] == ["user"]
+    assert "session/set_mode" in done.methods()
