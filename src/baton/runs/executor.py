@@ -102,6 +102,12 @@ class RunExecution:
     async def run(self) -> RunOutcome:
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
+        # This process's executor id is on the run before its first entry can be seen, so a
+        # resume never takes over a run that is just starting (docs/resume.md).
+        reason = "started" if self._resume is None else "resumed"
+        await self._store.update_run(
+            run_id, status="running", status_reason=reason, started_at=utc_timestamp(), executor_id=this_executor_id()
+        )
         if self._resume is None or self._resumed_from is not None:
             opening: RunStartedParams = {
                 "run_id": run_id,
@@ -122,11 +128,7 @@ class RunExecution:
             self._note("run_started", opening)
         if self._resume is not None:
             self._note("resume", self._resume)
-        reason = "started" if self._resume is None else "resumed"
         self._note("status", {"status": "running", "reason": reason})
-        await self._store.update_run(
-            run_id, status="running", status_reason=reason, started_at=utc_timestamp(), executor_id=this_executor_id()
-        )
         started = time.monotonic()
         try:
             async with self._snapshots or contextlib.nullcontext():
