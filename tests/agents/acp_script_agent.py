@@ -11,7 +11,10 @@ any agent, and on ``session/prompt``:
 - ``exit``: writes two lines on stderr and exits with status 3 in the middle of the turn;
 - ``fs``: asks the client to read and write files (paths from the prompt text, one per line:
   ``read PATH`` / ``write PATH``) and reports each answer back as a message chunk;
-- ``silent``: never answers anything (not even ``initialize``).
+- ``silent``: never answers anything (not even ``initialize``);
+- ``ask``: announces a command (``touch asked.txt``, kind ``execute``) and asks permission for it
+  (options ``yes``/``no`` of kinds ``allow_once``/``reject_once``); runs it when allowed, and
+  writes ``unasked.txt`` first without asking anyone (what an agent that is trusted may do).
 """
 
 from __future__ import annotations
@@ -50,6 +53,23 @@ def main() -> int:
         message = json.loads(line)
         method = message.get("method")
         if method is None:  # an answer to one of our requests
+            if pending_fs.get(message.get("id"), ("",))[0] == "permission":
+                pending_fs.pop(message.get("id"))
+                outcome = (message.get("result") or {}).get("outcome") or {}
+                allowed = outcome.get("optionId") == "yes"
+                if allowed:
+                    open("asked.txt", "w").close()
+                update = {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call-1",
+                    "status": "completed" if allowed else "failed",
+                    "content": [
+                        {"type": "content", "content": {"type": "text", "text": "ok" if allowed else "denied"}}
+                    ],
+                }
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}})
+                send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
+                continue
             if message.get("id") in pending_fs:
                 kind, path = pending_fs.pop(message.get("id"))
                 result = message.get("error") or message.get("result")
@@ -86,6 +106,40 @@ def main() -> int:
                 sys.stderr.write("fatal: the agent lost its mind\nsecond line of the report\n")
                 sys.stderr.flush()
                 return 3
+            elif behaviour == "ask":
+                with open("unasked.txt", "w") as unasked:
+                    unasked.write("written without asking\n")
+                call = {
+                    "toolCallId": "call-1",
+                    "title": "touch asked.txt",
+                    "kind": "execute",
+                    "rawInput": {"command": "touch asked.txt"},
+                }
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {
+                            "sessionId": session,
+                            "update": {"sessionUpdate": "tool_call", "status": "pending", **call},
+                        },
+                    }
+                )
+                options = [
+                    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                    {"optionId": "no", "name": "No", "kind": "reject_once"},
+                ]
+                next_id += 1
+                pending_fs[next_id] = ("permission", "touch asked.txt")
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": next_id,
+                        "method": "session/request_permission",
+                        "params": {"sessionId": session, "toolCall": call, "options": options},
+                    }
+                )
+                continue
             elif behaviour == "fs":
                 text = message["params"]["prompt"][0]["text"]
                 for order in text.splitlines():

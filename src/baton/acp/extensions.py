@@ -32,6 +32,8 @@ class RunStartedParams(TypedDict):
     ask: NotRequired[list[str]]
     resumed_from: NotRequired[str]  # the ended run whose conversation this run continues
     prompt: NotRequired[str]  # the task as the user gave it
+    agent_command: NotRequired[list[str]]  # --agent-cmd
+    trust_agent_permissions: NotRequired[bool]  # only what that agent asks is gated
 
 
 class AgentSessionParams(TypedDict):

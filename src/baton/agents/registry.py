@@ -28,6 +28,7 @@ import rfc8785
 
 from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
+from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
@@ -46,6 +47,7 @@ __all__ = [
     "claude_acp_tool_calls",
     "codex_bound_input",
     "codex_tool_calls",
+    "command_entry",
     "get_agent",
 ]
 
@@ -372,6 +374,49 @@ CLAUDE_ACP = AgentEntry(
 )
 
 AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP)}
+
+
+# -- any other ACP agent: --agent-cmd ----------------------------------------------------------
+
+_UNKNOWN = NativeSetting(
+    name="unknown",
+    native="the agent's own behaviour, which baton does not know",
+    reaches_gatekeeper="whatever the agent chooses to ask",
+    unasked=(
+        Probe("anything it decides to do without asking, e.g. run `rm -rf .`", "Bash", {"command": "rm -rf ."}),
+        Probe(
+            "anything it decides to write without asking, e.g. .baton/policy.toml",
+            "Write",
+            {"file_path": f"{WORKSPACE}/.baton/policy.toml"},
+        ),
+    ),
+    evidence="tests/agents/test_agent_command.py::test_an_agent_command_without_trust_is_not_enforceable",
+)
+_TRUSTED = NativeSetting(
+    name="trusted",
+    native="--trust-agent-permissions: the user vouches that the agent asks for what matters",
+    reaches_gatekeeper="only what the agent asks",
+    unasked=(),
+    evidence="tests/agents/test_agent_command.py::test_a_trusted_agent_command_is_gated_on_what_it_asks",
+)
+
+
+def command_entry(argv: tuple[str, ...], *, trusted: bool) -> AgentEntry:
+    """The entry for ``--agent-cmd``: refused in every mode unless ``trusted``."""
+    return AgentEntry(
+        name=COMMAND_AGENT,
+        package="(command)",
+        version="unknown",
+        command=argv,
+        env_recipe="PATH, LANG, LC_*, TZ, TERM, HOME, the passthrough, the model credentials baton knows, BATON_RUN_ID",
+        config_recipe="none: the agent's own configuration",
+        tool_names={},
+        bound_input=acp_bound_input,
+        settings=(_TRUSTED,) if trusted else (_UNKNOWN,),
+        tool_calls=acp_tool_calls,
+        launch=command_launch(argv),
+        provider="none",
+    )
 
 
 def get_agent(name: str) -> AgentEntry:

@@ -19,7 +19,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._render import LiveView
 from baton.config import Settings
-from baton.errors import BatonError
+from baton.errors import BatonError, UsageError
 from baton.runs.spec import RunSpec
 
 __all__ = ["run_command"]
@@ -41,12 +41,38 @@ def run_command(
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
+    agent_cmd: Annotated[
+        str | None,
+        typer.Option("--agent-cmd", help='Any other ACP agent: "CMD ARGS" (needs --trust-agent-permissions).'),
+    ] = None,
+    trust_agent_permissions: Annotated[
+        bool,
+        typer.Option("--trust-agent-permissions", help="Run an --agent-cmd agent gating only what it asks."),
+    ] = False,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
+    agent_command: tuple[str, ...] = ()
+    if agent_cmd is not None:
+        import shlex
+
+        from baton.agents.command import COMMAND_AGENT
+
+        agent_command = tuple(shlex.split(agent_cmd))
+        if agent != "claude":
+            report_error(UsageError("invalid_argument", "--agent-cmd and --agent are exclusive"), json_output)
+            raise typer.Exit(2)
+        agent = COMMAND_AGENT
+        if trust_agent_permissions:
+            sys.stderr.write(
+                f"baton: --trust-agent-permissions: only what {agent_command[0] if agent_command else 'the agent'} "
+                "asks is gated; what it does without asking is not\n"
+            )
     spec = RunSpec(
         prompt=prompt,
         repo=repo,
         agent=agent,
+        agent_command=agent_command,
+        trust_agent_permissions=trust_agent_permissions,
         model=model,
         permission_mode=mode,
         allow=tuple(allow or ()),

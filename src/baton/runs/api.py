@@ -13,8 +13,9 @@ from baton.acp.extensions import ResumeParams
 from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
+from baton.agents.command import COMMAND_AGENT, CREDENTIAL_VARIABLES, parse_agent_command
 from baton.agents.launch import SubprocessLaunch, prepare_subprocess_agent
-from baton.agents.registry import AGENTS, AgentEntry
+from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
@@ -27,6 +28,18 @@ from baton.snapshots import recorder_for
 from baton.store import Redactor, SessionLog, Store
 
 __all__ = ["Baton", "RunHandle"]
+
+
+def agent_entry(spec: RunSpec) -> AgentEntry:
+    """The registry entry of the run's agent, or the one built for ``--agent-cmd``."""
+    if spec.agent_command:
+        if spec.agent != COMMAND_AGENT:
+            raise UsageError("invalid_argument", "--agent-cmd and --agent are exclusive")
+        return command_entry(parse_agent_command(spec.agent_command), trusted=spec.trust_agent_permissions)
+    entry = AGENTS.get(spec.agent)
+    if entry is None:
+        raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(AGENTS)}")
+    return entry
 
 
 class RunHandle:
@@ -106,9 +119,7 @@ class Baton:
         repo = Path(spec.repo)
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
-        entry = AGENTS.get(spec.agent)
-        if entry is None:
-            raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(AGENTS)}")
+        entry = agent_entry(spec)
         if spec.budget_usd is not None and spec.budget_usd <= 0:
             raise UsageError("invalid_argument", "--budget-usd must be positive")
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
@@ -172,7 +183,10 @@ class Baton:
             task_id=spec.task_id,
             budget_usd=spec.budget_usd,
         )
-        self.redactor.add(prepared.api_key)
+        keys = [prepared.parent.get(name, "") for name in CREDENTIAL_VARIABLES if name.endswith("_KEY")]
+        for secret in (prepared.api_key, *keys):  # an --agent-cmd agent gets every key baton knows
+            if len(secret) >= 8:
+                self.redactor.add(secret)
         launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
         agent = prepared.start(launch)
         return self._execute(record.id, spec, gatekeeper, agent, entry)

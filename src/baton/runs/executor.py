@@ -125,6 +125,9 @@ class RunExecution:
             }
             if self._resumed_from is not None:
                 opening["resumed_from"] = self._resumed_from
+            if spec.agent_command:
+                opening["agent_command"] = list(spec.agent_command)
+                opening["trust_agent_permissions"] = spec.trust_agent_permissions
             self._note("run_started", opening)
         if self._resume is not None:
             self._note("resume", self._resume)

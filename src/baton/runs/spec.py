@@ -27,6 +27,8 @@ class RunSpec:
     budget_usd: float | None = None
     task_id: str | None = None
     run_mode: Literal["background", "interactive"] = "background"
+    agent_command: tuple[str, ...] = ()  # --agent-cmd: any ACP agent (agent "command")
+    trust_agent_permissions: bool = False  # only what that agent asks is gated
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,88 @@
+"""``baton run --agent-cmd "CMD ARGS"``: any ACP agent, refused unless its permissions are trusted.
+
+The agent is ``acp_script_agent.py ask``: it writes ``unasked.txt`` without asking anyone, then
+asks permission for ``touch asked.txt`` (options ``yes``/``no``) and runs it when allowed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from tests.agents.conftest import SCRIPT, permission_answers, run_to_end
+from tests.cli._baton_cli import invoke_in_process
+
+from baton.agents.command import COMMAND_AGENT
+from baton.config import Settings
+from baton.errors import RefusedError
+from baton.events.project import project
+from baton.runs import Baton, RunSpec
+
+pytestmark = pytest.mark.timeout(60)
+
+COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(SCRIPT))} ask"
+
+
+def test_an_agent_command_without_trust_is_not_enforceable(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for mode in ("default", "acceptEdits"):
+        done = invoke_in_process(
+            monkeypatch, tmp_path / "home", "run", "go", "--repo", str(repo), "--agent-cmd", COMMAND, "--mode", mode
+        )
+        assert done.returncode == 3, done
+        assert done.stderr.startswith("baton: mode_not_enforceable: command cannot be made to ask"), done.stderr
+    assert not (repo / "unasked.txt").exists()  # nothing was started
+
+
+def test_a_trusted_agent_command_is_gated_on_what_it_asks(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["run", "go", "--repo", str(repo), "--agent-cmd", COMMAND, "--trust-agent-permissions", "--json"]
+    done = invoke_in_process(monkeypatch, tmp_path / "home", *args, "--mode", "acceptEdits", "--allow", "Bash")
+    assert done.returncode == 0, done
+    assert "--trust-agent-permissions: only what" in done.stderr and "is gated" in done.stderr
+    events = done.json_lines()
+    assert [e["type"] for e in events if e["type"].startswith(("command", "task"))] == [
+        "task.started",
+        "command.started",
+        "command.finished",
+        "task.finished",
+    ]
+    started = events[0]["data"]
+    assert started["agent"] == COMMAND_AGENT
+    assert (repo / "asked.txt").exists()
+    assert (repo / "unasked.txt").exists()  # not gated: the user trusted the agent
+
+
+async def test_a_trusted_agent_command_asking_under_default_is_denied(settings: Settings, repo: Path) -> None:
+    spec = RunSpec(
+        prompt="go",
+        repo=repo,
+        agent=COMMAND_AGENT,
+        agent_command=tuple(shlex.split(COMMAND)),
+        trust_agent_permissions=True,
+    )
+    done = await run_to_end(settings, spec)
+    assert done.outcome.status == "finished", done.outcome
+    [(_request, result)] = permission_answers(done.entries)
+    assert result["outcome"] == {"outcome": "selected", "optionId": "no"}
+    baton = result["_meta"]["baton"]
+    assert (baton["decision"], baton["tool_name"]) == ("deny", "Bash")
+    assert baton["bound_call_id"] == "call-1" and len(baton["bound_input_hash"]) == 64
+    assert not (repo / "asked.txt").exists()
+    opening = done.entries[0]["payload"]["params"]
+    assert opening["trust_agent_permissions"] is True and opening["agent_command"][-1] == "ask"
+    assert [e["type"] for e in project(done.entries)][-1] == "task.finished"
+
+
+async def test_the_python_api_refuses_an_untrusted_agent_command(settings: Settings, repo: Path) -> None:
+    async with Baton(settings) as baton:
+        with pytest.raises(RefusedError) as refused:
+            await baton.start(
+                RunSpec(prompt="go", repo=repo, agent=COMMAND_AGENT, agent_command=tuple(shlex.split(COMMAND)))
+            )
+        assert await baton.store.list_runs() == []
+    assert refused.value.code == "mode_not_enforceable"
