@@ -24,6 +24,7 @@ from baton.events.entry import Direction
 from baton.events.project import project
 from baton.runs import Baton
 from baton.server import ServerConfig
+from baton.server.sse import FrameCache
 
 
 class FakeRun:
@@ -280,3 +281,11 @@ async def test_shutdown_ends_open_streams_cleanly(settings: Settings) -> None:
             received = await asyncio.wait_for(reading, 10)  # the body ended: no error on the client
     assert time.monotonic() - started < 4  # not uvicorn's 5 s graceful timeout
     assert [m.event for m in received] == ["task.started"]
+
+
+def test_the_shared_frame_cache_is_bounded_in_bytes() -> None:
+    cache = FrameCache(max_bytes=16_000)
+    for index in range(100):
+        cache.frame("r", "acp", index, "entry", {"text": "x" * 500})
+    assert cache.frame("r", "acp", 99, "entry", {"ignored": True}).startswith(b"id: 99\n")  # still cached
+    assert b"ignored" in cache.frame("r", "acp", 0, "entry", {"ignored": True})  # evicted long ago

@@ -61,20 +61,27 @@ class FrameCache:
     """Encoded frames shared by every client of a run: each is encoded once, sent to many.
 
     Keys are ``(run_id, view, id)``: an entry and an event are immutable once committed, so a
-    frame never changes. Bounded to the ``size`` most recently used.
+    frame never changes. Holds the most recently used frames up to ``max_bytes`` in all.
     """
 
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
+    def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._frames: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
 
     def frame(self, run_id: str, view: str, event_id: int, event: str, data: Any) -> bytes:
         key = (run_id, view, event_id)
         encoded = self._frames.get(key)
-        if encoded is None:
-            encoded = self._frames[key] = encode_frame(event_id, event, data)
-            if len(self._frames) > self._size:
-                self._frames.popitem(last=False)
+        if encoded is not None:
+            self._frames.move_to_end(key)
+            return encoded
+        encoded = encode_frame(event_id, event, data)
+        if len(encoded) <= self._max_bytes // 16:  # a huge frame is not worth evicting many
+            self._frames[key] = encoded
+            self._bytes += len(encoded)
+            while self._bytes > self._max_bytes:
+                _key, dropped = self._frames.popitem(last=False)
+                self._bytes -= len(dropped)
         return encoded
 
 
