@@ -113,8 +113,9 @@ def run() -> dict[str, Metric]:
         subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True, env=_git_env())
 
         def reset_clone(round_: int) -> Path:
-            for args in (["checkout", "-q", "--", "."], ["clean", "-fdq"]):
-                subprocess.run(["git", "-C", str(clone), *args], check=True, env=_git_env())
+            # reset, then let git refresh the clone's index: a settled clone, as a user's is
+            for args in (["checkout", "-q", "--", "."], ["clean", "-fdq"], ["status", "--porcelain"]):
+                subprocess.run(["git", "-C", str(clone), *args], check=True, env=_git_env(), capture_output=True)
             return clone
 
         restored = _median_ms(
