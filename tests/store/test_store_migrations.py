@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -95,3 +96,15 @@ async def test_data_written_at_0001_reads_back_at_head(store_url: str) -> None:
         resumed = await store.update_run("run_old", status="running", status_reason="resumed", executor_id="x1")
         assert (resumed.status, resumed.executor_id) == ("running", "x1")
         await log.flush()
+
+
+async def test_processes_opening_a_blank_database_at_once_all_succeed(store_url: str) -> None:
+    # Threads stand in for processes: each Store has its own engine and connections.
+    stores = await asyncio.gather(*(asyncio.to_thread(Store.open, store_url) for _ in range(4)))
+    try:
+        assert {current_revision(store.engine) for store in stores} == {head_revision()}
+        run = await stores[0].create_run(agent="claude")
+        assert (await stores[3].get_run(run.id)).id == run.id
+    finally:
+        for store in stores:
+            store.close()

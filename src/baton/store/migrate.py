@@ -23,10 +23,21 @@ def _config() -> Config:
     return config
 
 
+# Any constant shared by every baton process: the key of the advisory lock around migrations.
+_MIGRATION_LOCK: Final = 0x6261746F6E  # "baton"
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database to ``revision`` (a blank database included)."""
+    """Migrate the database to ``revision`` (a blank database included).
+
+    Processes that open the store at the same moment migrate one at a time: on SQLite the
+    transaction begins with ``BEGIN IMMEDIATE``; on Postgres it first takes an advisory lock
+    (released at commit), so the second process finds the tables there and does nothing.
+    """
     config = _config()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 
