@@ -6,8 +6,13 @@ from __future__ import annotations
 from baton.cli import agents as _agents  # noqa: F401  (registers a command)
 from baton.cli import logs as _logs  # noqa: F401
 from baton.cli import model_server as _model_server  # noqa: F401
+from baton.cli import resume as _resume  # noqa: F401
 from baton.cli import run as _run  # noqa: F401
+from baton.cli import runs as _runs  # noqa: F401
+from baton.cli import serve as _serve  # noqa: F401
+from baton.cli import show as _show  # noqa: F401
 from baton.cli import snapshots as _snapshots  # noqa: F401
+from baton.cli import token as _token  # noqa: F401
 from baton.cli._app import app
 
 __all__ = ["app", "main"]
