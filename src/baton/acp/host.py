@@ -35,10 +35,14 @@ from baton.errors import WorkspaceError
 from baton.events.commands import command_string
 from baton.gates import Decision, Gatekeeper, ToolCall
 
-__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "BatonHost", "annotate", "choose_option"]
+__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "AskHuman", "BatonHost", "annotate", "choose_option"]
 
 # Until human gates exist, a policy answer of "ask" is a denial that says why.
 NO_HUMAN_GATES_YET = "no_human_gates_yet"
+
+# Someone who can answer a permission the policy says to *ask* about (``baton acp``: the editor's
+# user): given the agent's options, its tool call and the policy's decision, True to allow.
+AskHuman = Callable[[list[PermissionOption], Any, Decision], Awaitable[bool]]
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
@@ -64,8 +68,10 @@ class BatonHost:
         *,
         agent: AgentEntry | None = None,
         workspace: Workspace | None = None,
+        ask_human: AskHuman | None = None,
     ) -> None:
         self.gatekeeper = gatekeeper
+        self.ask_human = ask_human
         self._wait_logged = wait_logged
         self.agent = agent
         self.workspace = workspace
@@ -85,6 +91,16 @@ class BatonHost:
     ) -> RequestPermissionResponse:
         calls = self._calls(tool_call, meta)
         decision = _combine([self.gatekeeper.decide(call) for call in calls])
+        decided_by = "policy"
+        if decision.behavior == "ask" and self.ask_human is not None:
+            await self._wait_logged()  # the request is in the log before anyone is asked
+            allowed = await self.ask_human(options, tool_call, decision)
+            decided_by = "human"
+            decision = Decision(
+                behavior="allow" if allowed else "deny",
+                reason="human",
+                message="approved by the user" if allowed else "denied by the user",
+            )
         if decision.behavior == "ask":
             decision = Decision(
                 behavior="deny",
@@ -98,6 +114,8 @@ class BatonHost:
             decision = Decision(behavior="deny", reason="no_allow_option", message="the agent offered no allow option")
         baton: dict[str, Any] = {"decision": "allow" if allow else "deny", "reason": decision.reason}
         baton["message"] = decision.message
+        if decided_by == "human":
+            baton["decided_by"] = "human"
         if self.agent is not None:
             bound = self.agent.bound_input(tool_call.model_dump(by_alias=True, exclude_none=True))
             baton["bound_call_id"] = tool_call.tool_call_id

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 
 from baton.acp.extensions import ResumeParams
+from baton.acp.host import AskHuman
 from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
@@ -114,8 +115,11 @@ class Baton:
             raise RuntimeError("use `async with Baton(...)` first")
         return self._log
 
-    async def start(self, spec: RunSpec) -> RunHandle:
-        """Check the request, record the run, and start executing it in this process."""
+    async def start(self, spec: RunSpec, *, ask_human: AskHuman | None = None) -> RunHandle:
+        """Check the request, record the run, and start executing it in this process.
+
+        ``ask_human`` answers the permissions the policy says to ask about (``baton acp``).
+        """
         repo = Path(spec.repo)
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
@@ -125,7 +129,7 @@ class Baton:
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         gatekeeper = Gatekeeper(policy, repo.resolve())
         if entry.package is not None:
-            return await self._start_subprocess(spec, entry, gatekeeper, repo.resolve())
+            return await self._start_subprocess(spec, entry, gatekeeper, repo.resolve(), ask_human)
         api_key = self.settings.anthropic_api_key
         if not api_key:
             raise RefusedError(
@@ -164,10 +168,10 @@ class Baton:
             max_budget_usd=spec.budget_usd,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
         )
-        return self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None)
+        return self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None, ask_human=ask_human)
 
     async def _start_subprocess(
-        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, repo: Path
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, repo: Path, ask_human: AskHuman | None = None
     ) -> RunHandle:
         """An ACP agent baton spawns (codex): refused unless it can be made to ask for what the policy gates."""
         prepared = prepare_subprocess_agent(
@@ -189,7 +193,7 @@ class Baton:
                 self.redactor.add(secret)
         launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
         agent = prepared.start(launch)
-        return self._execute(record.id, spec, gatekeeper, agent, entry)
+        return self._execute(record.id, spec, gatekeeper, agent, entry, ask_human=ask_human)
 
     def _execute(
         self,
@@ -201,6 +205,7 @@ class Baton:
         *,
         resume: ResumeParams | None = None,
         resumed_from: str | None = None,
+        ask_human: AskHuman | None = None,
     ) -> RunHandle:
         self.log.open_run(run_id)
         execution = RunExecution(
@@ -214,6 +219,7 @@ class Baton:
             entry=entry,
             resume=resume,
             resumed_from=resumed_from,
+            ask_human=ask_human,
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -232,7 +238,9 @@ class Baton:
         """Start a run and wait for its end."""
         return await (await self.start(spec)).wait()
 
-    async def resume(self, run_id: str, prompt: str | None = None, *, repo: Path | None = None) -> RunHandle:
+    async def resume(
+        self, run_id: str, prompt: str | None = None, *, repo: Path | None = None, ask_human: AskHuman | None = None
+    ) -> RunHandle:
         """Continue a run whose executor is gone, in this process (docs/resume.md).
 
         Without ``prompt`` the agent gets the continuation prompt naming the interrupted calls;
@@ -279,6 +287,7 @@ class Baton:
             entry if prepared is not None else None,
             resume=plan.params,
             resumed_from=plan.resumed_from,
+            ask_human=ask_human,
         )
         handle.resume_plan = plan
         return handle

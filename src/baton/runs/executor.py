@@ -18,7 +18,7 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, notification
-from baton.acp.host import AgentNormalizer, BatonHost
+from baton.acp.host import AgentNormalizer, AskHuman, BatonHost
 from baton.acp.tap import TappingTransport
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
@@ -44,13 +44,19 @@ class _UsageRecordingHost(BatonHost):
     """Keeps the agent's last ``_baton/usage`` so baton can close the turn with it."""
 
     def __init__(
-        self, gatekeeper: Gatekeeper, tap: TappingTransport, log: SessionLog, run_id: str, entry: AgentEntry | None
+        self,
+        gatekeeper: Gatekeeper,
+        tap: TappingTransport,
+        log: SessionLog,
+        run_id: str,
+        entry: AgentEntry | None,
+        ask_human: AskHuman | None = None,
     ) -> None:
         async def wait_logged() -> None:
             await log.wait_committed(run_id, tap.last_seq)
 
         workspace = Workspace(gatekeeper.workspace, wait_logged)
-        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace)
+        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace, ask_human=ask_human)
         self.turn = _TurnUsage()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -75,8 +81,10 @@ class RunExecution:
         resumed_from: str | None = None,
         entry: AgentEntry | None = None,
         snapshots: SnapshotRecorder | None = None,
+        ask_human: AskHuman | None = None,
     ) -> None:
         self.run_id = run_id
+        self._ask_human = ask_human  # answers what the policy says to ask (baton acp: the editor)
         self._snapshots = snapshots
         self.spec = spec
         self._store = store
@@ -181,7 +189,7 @@ class RunExecution:
                 transport = AgentNormalizer(transport, self._entry)
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
             tap = TappingTransport(transport, sink, self.run_id)
-            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry)
+            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry, self._ask_human)
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)

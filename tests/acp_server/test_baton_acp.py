@@ -1,0 +1,130 @@
+"""``baton acp`` end to end: an ACP client written against the ``acp`` package spawns the real
+command and talks to it over its stdio, with Claude Code behind it on the scripted model.
+
+One session: a prompt whose command the policy (``default``) says to ask about is forwarded to
+the client, approved there, runs, and is logged as a human decision; a second prompt continues
+the conversation in a new run; a third is cancelled while its command runs. stdout carries
+nothing but ACP (a non-JSON line would reach the client as ``_baton/malformed_line``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, connect_to_agent, text_block
+from acp.schema import AllowedOutcome, RequestPermissionResponse
+from tests.cli._baton_cli import baton_command, cli_environment
+
+from baton.acp.host import choose_option
+from baton.agents.line_transport import LineTransport, stream_limit
+from baton.agents.processes import kill_process_group
+from baton.config import Settings
+from baton.runs import Baton
+from baton.testing import ScriptedModelServer
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.claude]
+
+KEY = "sk-scripted-anthropic-key-0123456789abcdef"
+
+
+@dataclass
+class EditorClient:
+    """Approves every permission it is asked and records what it sees."""
+
+    permissions: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    malformed: list[dict[str, Any]] = field(default_factory=list)
+    command_running: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def request_permission(self, options: Any, session_id: str, tool_call: Any, **_: Any) -> Any:
+        self.permissions.append(tool_call.model_dump(by_alias=True, exclude_none=True))
+        option_id = choose_option(options, True)
+        assert option_id is not None
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        data = update.model_dump(by_alias=True, exclude_none=True)
+        self.updates.append({"sessionId": session_id, **data})
+        raw = data.get("rawInput") or {}
+        if data.get("sessionUpdate") == "tool_call" and "sleep" in str(raw.get("command")):
+            self.command_running.set()
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "_baton/malformed_line":
+            self.malformed.append(params)
+
+
+async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
+    home = tmp_path / "home"
+    client = EditorClient()
+    with ScriptedModelServer("plain") as server:
+        env = cli_environment(home) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": KEY}
+        process = await asyncio.create_subprocess_exec(
+            *baton_command(),
+            "acp",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            limit=stream_limit(),
+        )
+        assert process.stdin is not None and process.stdout is not None
+        transport = LineTransport(process.stdout, process.stdin, process.stderr)
+        try:
+            conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
+            init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert init.agent_info is not None and init.agent_info.name == "baton"
+            session = await conn.new_session(cwd=str(repo), mcp_servers=[])
+
+            first = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("[scenario:needs-approval] go")]
+            )
+            assert first.stop_reason == "end_turn"
+            assert [p["rawInput"]["command"] for p in client.permissions] == ["touch approved.txt"]
+            assert (repo / "approved.txt").exists()
+            kinds = [u["sessionUpdate"] for u in client.updates]
+            assert "tool_call" in kinds and "agent_message_chunk" in kinds
+            assert {u["sessionId"] for u in client.updates} == {session.session_id}
+
+            second = await conn.prompt(session_id=session.session_id, prompt=[text_block("[scenario:plain] again")])
+            assert second.stop_reason == "end_turn"
+
+            third = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("[scenario:long-command] wait")])
+            )
+            await asyncio.wait_for(client.command_running.wait(), 30)
+            await conn.cancel(session_id=session.session_id)
+            cancelled = await asyncio.wait_for(third, 30)
+            assert cancelled.stop_reason == "cancelled"
+            runs = [r.field_meta["baton"]["run_id"] for r in (first, second, cancelled) if r.field_meta]
+            assert len(set(runs)) == 3
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:
+            process.stdin.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 10)
+            if process.returncode is None:
+                kill_process_group(process.pid, 9)
+                await process.wait()
+            await transport.close()
+    assert client.malformed == []
+
+    async with Baton(Settings.load({"BATON_HOME": str(home)})) as baton:
+        entries = await baton.log.read(runs[0])
+        [answer] = [
+            e["payload"]["result"]
+            for e in entries
+            if e["method"] == "session/request_permission" and e["direction"] == "to_agent"
+        ]
+        assert answer["_meta"]["baton"]["reason"] == "human"
+        assert answer["_meta"]["baton"]["decided_by"] == "human"
+        second_run = await baton.store.get_run(runs[1])
+        third_run = await baton.store.get_run(runs[2])
+    assert second_run.status == "finished" and third_run.status == "cancelled"
