@@ -151,19 +151,27 @@ async def test_a_failing_write_surfaces(store: Store) -> None:
             connection.exec_driver_sql(
                 "CREATE TRIGGER refuse BEFORE INSERT ON log_entries FOR EACH ROW EXECUTE FUNCTION refuse()"
             )
-    log = SessionLog(store, Redactor())
-    await log.__aenter__()
-    log.open_run(run_id)
-    seq = log.append(run_id, "baton", None, message(1))
-    with pytest.raises(LogWriteError, match="disk says no"):
-        await log.wait_committed(run_id, seq)
-    with pytest.raises(LogWriteError):
-        await log.flush()
-    with pytest.raises(LogWriteError):
-        log.append(run_id, "baton", None, message(2))
-    with pytest.raises(LogWriteError):
-        await log.aclose()
-    await log.aclose()  # idempotent
+    try:
+        log = SessionLog(store, Redactor())
+        await log.__aenter__()
+        log.open_run(run_id)
+        seq = log.append(run_id, "baton", None, message(1))
+        with pytest.raises(LogWriteError, match="disk says no"):
+            await log.wait_committed(run_id, seq)
+        with pytest.raises(LogWriteError):
+            await log.flush()
+        with pytest.raises(LogWriteError):
+            log.append(run_id, "baton", None, message(2))
+        with pytest.raises(LogWriteError):
+            await log.aclose()
+        await log.aclose()  # idempotent
+    finally:  # the Postgres schema is shared by the tests that follow
+        with store.engine.begin() as connection:
+            connection.exec_driver_sql(
+                "DROP TRIGGER refuse" + (" ON log_entries" if connection.dialect.name != "sqlite" else "")
+            )
+            if connection.dialect.name != "sqlite":
+                connection.exec_driver_sql("DROP FUNCTION refuse()")
 
 
 async def test_lifecycle(store: Store, run_id: str) -> None:

@@ -16,8 +16,8 @@ from baton.store.tables import metadata
 pytestmark = pytest.mark.timeout(10)
 
 
-def test_blank_database_migrates_to_head(store_url: str) -> None:
-    store = Store.open(store_url)
+def test_blank_database_migrates_to_head(blank_store_url: str) -> None:
+    store = Store.open(blank_store_url)
     try:
         assert current_revision(store.engine) == head_revision()
         assert set(metadata.tables) | {"alembic_version"} == set(inspect(store.engine).get_table_names())
@@ -52,8 +52,8 @@ def test_tables_module_matches_the_migrations(store_url: str) -> None:
         store.close()
 
 
-async def test_data_written_at_0001_reads_back_at_head(store_url: str) -> None:
-    engine = make_engine(store_url)
+async def test_data_written_at_0001_reads_back_at_head(blank_store_url: str) -> None:
+    engine = make_engine(blank_store_url)
     upgrade(engine, "0001")
     with engine.begin() as connection:
         connection.execute(
@@ -72,7 +72,7 @@ async def test_data_written_at_0001_reads_back_at_head(store_url: str) -> None:
             )
     engine.dispose()
 
-    async with Store.open(store_url) as store, SessionLog(store, Redactor()) as log:
+    async with Store.open(blank_store_url) as store, SessionLog(store, Redactor()) as log:
         run = await store.get_run("run_old")
         assert (run.status, run.agent, run.created_at) == ("finished", "claude", "2026-11-01T00:00:00.000Z")
         entries = await log.read("run_old")
@@ -98,9 +98,9 @@ async def test_data_written_at_0001_reads_back_at_head(store_url: str) -> None:
         await log.flush()
 
 
-async def test_processes_opening_a_blank_database_at_once_all_succeed(store_url: str) -> None:
+async def test_processes_opening_a_blank_database_at_once_all_succeed(blank_store_url: str) -> None:
     # Threads stand in for processes: each Store has its own engine and connections.
-    stores = await asyncio.gather(*(asyncio.to_thread(Store.open, store_url) for _ in range(4)))
+    stores = await asyncio.gather(*(asyncio.to_thread(Store.open, blank_store_url) for _ in range(4)))
     try:
         assert {current_revision(store.engine) for store in stores} == {head_revision()}
         run = await stores[0].create_run(agent="claude")
