@@ -165,11 +165,13 @@ class LogWriter(threading.Thread):
             self._on_failure(exc)
 
     def _loop(self, connection: Connection) -> None:
-        last_commit = 0.0
+        # Commits start at most once per interval; a commit that took longer (an fsync on
+        # Postgres) is followed at once by the next, whose group filled meanwhile.
+        last_start = 0.0
         queue, max_batch = self._queue, self._max_batch
         while True:
             self.wake.wait()
-            delay = last_commit + self._interval - time.monotonic()
+            delay = last_start + self._interval - time.monotonic()
             if delay > 0 and not self._stopping:
                 time.sleep(delay)  # let the group fill
             self.wake.clear()
@@ -178,8 +180,8 @@ class LogWriter(threading.Thread):
             if queue:
                 self.wake.set()
             if batch:
+                last_start = time.monotonic()
                 self._commit(connection, batch)
-                last_commit = time.monotonic()
                 self._on_commit(batch)
             if self._stopping and not queue:
                 return
