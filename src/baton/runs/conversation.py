@@ -126,14 +126,14 @@ class Conversation:
     def apply(self, entries: Iterable[LogEntry]) -> Conversation:
         """Fold entries with ``seq > upto_seq`` (earlier ones are skipped: applying twice is safe)."""
         upto = self.upto_seq
+        agent_chunks = self._agent_chunks()  # the growing agent text, while the last item is one
         for entry in entries:
             seq = entry["seq"]
             if seq <= upto:
                 continue
             upto = seq
             method = entry["method"]
-            payload = entry["payload"]
-            params = payload.get("params")
+            params = entry["payload"].get("params")
             if type(params) is not dict:
                 continue
             if method == "session/update":  # most entries: keep this path short
@@ -141,8 +141,8 @@ class Conversation:
                 if type(update) is not dict or ("_meta" in params and _replayed(params)):
                     continue
                 meta = update.get("_meta")
-                if meta and type(meta) is dict:
-                    baton = meta.get("baton")
+                if meta:
+                    baton = meta.get("baton") if type(meta) is dict else None
                     if baton and type(baton) is dict and baton.get("replay") is True:
                         continue
                 if update.get("sessionUpdate") == "agent_message_chunk":  # most updates: inline
@@ -150,10 +150,11 @@ class Conversation:
                     text = content.get("text") if type(content) is dict else None
                     if not text or type(text) is not str:
                         continue
-                    if self._open is not None and self.items[-1]["type"] == "agent":
-                        self._open.append(text)
+                    if agent_chunks is not None:
+                        agent_chunks.append(text)
                     else:
                         self._text("agent", text, merge=True)
+                        agent_chunks = self._open
                     continue
                 self._update(update)
             elif method == "session/prompt":
@@ -162,8 +163,14 @@ class Conversation:
                     self._text("user", text, merge=False)
             elif method is not None and method.startswith("_baton/") and not _replayed(params):
                 self._notification(method, params)
+            else:
+                continue
+            agent_chunks = self._agent_chunks()
         self.upto_seq = upto
         return self
+
+    def _agent_chunks(self) -> list[str] | None:
+        return self._open if self._open is not None and self.items[-1]["type"] == "agent" else None
 
     def _update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
