@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import secrets
 import signal
 import sys
@@ -97,6 +98,9 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str | int]]:
 
     with ScriptedModelServer(scenario) as server:
         key = "scripted-" + secrets.token_hex(12)
+        # Gemini CLI reads its endpoint from the environment only (baton passes these on).
+        os.environ["GOOGLE_GEMINI_BASE_URL"] = server.base_url
+        os.environ["GEMINI_API_KEY"] = key
         yield {
             "anthropic_base_url": server.base_url,
             "anthropic_api_key": key,

@@ -203,8 +203,10 @@ class RunExecution:
 
     async def _drive(self, conn: Any, host: _UsageRecordingHost, cwd: str) -> RunOutcome:
         # Honest: the host serves fs/* (confined to the workspace) and no terminals.
+        # (Gemini CLI 0.61 cannot create a file through a client's fs: its registry entry says no.)
+        fs = self._entry is None or self._entry.client_fs
         capabilities = ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False
+            fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=False
         )
         try:
             async with asyncio.timeout(self._start_timeout):
