@@ -9,13 +9,13 @@ import pytest
 from tests.cli._baton_cli import invoke_in_process
 
 
-def test_agents_json_lists_codex_installed_with_its_mode_matrix(
+def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "--json")
     assert result.returncode == 0, result.describe()
     agents = {agent["name"]: agent for agent in json.loads(result.stdout)}
-    assert set(agents) == {"claude", "codex"}
+    assert set(agents) == {"claude", "codex", "claude-acp", "gemini"}
     codex = agents["codex"]
     assert codex["installed"] is True and codex["version"] == "0.16.0"
     assert codex["package"] == "@zed-industries/codex-acp@0.16.0"
@@ -27,9 +27,18 @@ def test_agents_json_lists_codex_installed_with_its_mode_matrix(
     assert any(".claude/" in probe for probe in settings["auto"]["unasked"])
     assert codex["tools"]["exec_command"] == "Bash" and codex["tools"]["apply_patch"] == "Edit"
     assert result.stderr == ""
+    claude_acp = agents["claude-acp"]
+    assert claude_acp["installed"] is True and claude_acp["version"] == "0.23.1"
+    assert claude_acp["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
+    gemini = agents["gemini"]
+    assert gemini["installed"] is True and gemini["version"] == "0.61.0"
+    # Gemini CLI runs its safe commands unasked: only a mode that allows them is enforceable.
+    assert gemini["modes"] == {"default": None, "acceptEdits": None, "plan": None, "bypassPermissions": "ask-all"}
+    assert any("`echo hi`" in probe for probe in gemini["native_settings"][0]["unasked"])
 
 
 def test_agents_table_names_every_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents")
     assert result.returncode == 0
     assert "codex" in result.stdout and "claude" in result.stdout and "ask-all" in result.stdout
+    assert "claude-acp" in result.stdout and "gemini" in result.stdout and "not enforceable" in result.stdout

@@ -24,7 +24,7 @@ __all__ = ["ACP_SAMPLES", "CODEX_SAMPLES", "build_codex_sample"]
 
 CODEX_SAMPLES = ("codex-acp-allow", "codex-acp-reject")
 # Other agents' recordings, built the same way: sample name → registry agent.
-ACP_SAMPLES = {"claude-agent-acp-allow": "claude-acp"}
+ACP_SAMPLES = {"claude-agent-acp-allow": "claude-acp", "gemini-acp-allow": "gemini"}
 
 
 def build_codex_sample(name: str, entry: AgentEntry | None = None) -> list[LogEntry]:

@@ -141,6 +141,9 @@ class BatonHost:
         call_id = str(extra.get("tool_use_id") or tool_call.tool_call_id)
         kind = extra.get("kind") or getattr(tool_call, "kind", None)
         if "input" not in extra and self.agent is not None and self.agent.tool_calls is not None:
+            if not raw:  # Gemini sends no rawInput: what the human sees of the call decides
+                described = tool_call.model_dump(by_alias=True, exclude_none=True)
+                raw = {key: described[key] for key in ("title", "locations", "content") if key in described}
             calls = self.agent.tool_calls(call_id, None if kind is None else str(kind), raw)
             if calls:
                 return calls

@@ -29,6 +29,7 @@ import rfc8785
 from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
+from baton.agents.gemini import GeminiSetting, gemini_command
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
@@ -38,6 +39,8 @@ __all__ = [
     "AGENTS",
     "AGENTS_DIR",
     "CLAUDE_ACP",
+    "GEMINI",
+    "GEMINI_SAFE_COMMANDS",
     "AgentEntry",
     "NativeSetting",
     "Probe",
@@ -48,6 +51,8 @@ __all__ = [
     "codex_bound_input",
     "codex_tool_calls",
     "command_entry",
+    "gemini_bound_input",
+    "gemini_tool_calls",
     "get_agent",
 ]
 
@@ -97,6 +102,7 @@ class AgentEntry:
     launch: Callable[[LaunchContext, Path], AgentCommand] | None = None
     reports_cost: bool = False
     provider: str = "openai"  # whose model API it calls: openai | anthropic | gemini (credentials, --scenario)
+    client_fs: bool = True  # offer the host's fs/* (confined to the workspace) to the agent
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -373,7 +379,120 @@ CLAUDE_ACP = AgentEntry(
     provider="anthropic",
 )
 
-AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP)}
+# -- Gemini CLI --------------------------------------------------------------------------------
+
+
+def gemini_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """Gemini: its requests carry no rawInput and no tool name; kind, title, content and locations."""
+    return {key: tool_call.get(key) for key in ("kind", "title", "content", "locations")}
+
+
+_GEMINI_KIND_TOOLS = {"edit": "Edit", "delete": "Edit", "move": "Edit", "read": "Read", "search": "Grep"}
+
+
+def gemini_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> list[ToolCall]:
+    """A Gemini request (no rawInput: the host passes its title, locations and content) as baton's
+    calls: ``execute`` is Bash with the title as the command; a file kind is one call per diff
+    path or location (a diff with no old text is a Write); ``fetch`` WebFetch; else ``gemini:<kind>``."""
+    if "command" in raw or "file_path" in raw:
+        return acp_tool_calls(tool_call_id, kind, raw)
+    title = str(raw.get("title") or "")
+    if kind == "execute":
+        return [ToolCall("Bash", {"command": title}, tool_call_id, kind)]
+    if kind == "fetch":
+        return [ToolCall("WebFetch", {"url": title}, tool_call_id, kind)]
+    tool = _GEMINI_KIND_TOOLS.get(kind or "")
+    if tool is not None:
+        calls = []
+        for item in raw.get("content") or ():
+            if isinstance(item, dict) and item.get("type") == "diff" and isinstance(item.get("path"), str):
+                added = tool == "Edit" and not item.get("oldText")
+                calls.append(ToolCall("Write" if added else tool, {"file_path": item["path"]}, tool_call_id, kind))
+        if not calls:
+            for location in raw.get("locations") or ():
+                if isinstance(location, dict) and isinstance(location.get("path"), str):
+                    calls.append(ToolCall(tool, {"file_path": location["path"]}, tool_call_id, kind))
+        if calls:
+            return calls
+        if tool in ("Read", "Grep"):  # a search names no file: it reads the workspace
+            return [ToolCall(tool, {"pattern": title}, tool_call_id, kind)]
+    return [ToolCall(f"gemini:{kind or 'other'}", dict(raw), tool_call_id, kind)]
+
+
+# Commands Gemini CLI runs without asking whatever its policy says ("known safe", inside the
+# workspace): its shell heuristics turn ask_user into allow for them (0.61, isKnownSafeCommand).
+GEMINI_SAFE_COMMANDS = (
+    "cat README.md",
+    "cd src",
+    "cut -f1 README.md",
+    "echo hi",
+    "expr 1 + 1",
+    "grep x README.md",
+    "head README.md",
+    "id",
+    "ls",
+    "nl README.md",
+    "paste README.md",
+    "pwd",
+    "rev README.md",
+    "seq 3",
+    "stat README.md",
+    "tail README.md",
+    "tac README.md",
+    "tr a b",
+    "uname",
+    "uniq README.md",
+    "wc README.md",
+    "which git",
+    "whoami",
+    "numfmt 1",
+    "git status",
+    "git log",
+    "git diff",
+)
+
+
+def _gemini_script() -> str:
+    return "node_modules/@google/gemini-cli/bundle/gemini.js"
+
+
+_GEMINI_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native="session mode default, a user policy (.gemini/policies/baton.toml) answering ask_user for every tool",
+    reaches_gatekeeper="every tool call except the commands Gemini CLI calls safe",
+    unasked=tuple(
+        Probe(f"run `{command}` (a command Gemini CLI calls safe, in the workspace)", "Bash", {"command": command})
+        for command in GEMINI_SAFE_COMMANDS
+    ),
+    evidence="tests/agents/gemini/test_gemini_modes.py::test_ask_all_sends_every_call_but_safe_commands_to_the_gatekeeper",
+    config=GeminiSetting("default", ask_every_tool=True),
+)
+
+GEMINI = AgentEntry(
+    name="gemini",
+    package="@google/gemini-cli",
+    version="0.61.0",
+    command=(_gemini_script(),),
+    env_recipe=(
+        "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME = the run's agent home; GEMINI_API_KEY, "
+        "GOOGLE_GEMINI_BASE_URL, GEMINI_CLI_TRUST_WORKSPACE=true, NO_COLOR, BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "HOME/.gemini/settings.json: gemini-api-key auth, statistics, telemetry, updates and checkpointing off, "
+        "the model; HOME/.gemini/policies/baton.toml for ask-all; `--acp -m MODEL`; session/set_mode after session/new"
+    ),
+    tool_names={},
+    bound_input=gemini_bound_input,
+    settings=(_GEMINI_ASK_ALL,),
+    tool_calls=gemini_tool_calls,
+    launch=gemini_command,
+    provider="gemini",
+    # Through a client's fs, write_file of a new file fails: Gemini CLI reads it first and does not
+    # recognise the JSON-RPC "Resource not found" error as ENOENT (0.61).
+    client_fs=False,
+)
+
+AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI)}
 
 
 # -- any other ACP agent: --agent-cmd ----------------------------------------------------------

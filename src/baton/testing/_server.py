@@ -20,7 +20,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from baton.errors import UsageError
-from baton.testing import _anthropic, _responses
+from baton.testing import _anthropic, _gemini, _responses
 from baton.testing._scenario import Failure, Scenario, TextBlock, load_scenario
 from baton.testing._selection import (
     SIDE_REPLY_TEXT,
@@ -204,6 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_messages(body)
         elif path == _responses.RESPONSES_PATH and isinstance(body, dict):
             self._answer_responses(body)
+        elif _gemini.is_gemini_path(path) and isinstance(body, dict):
+            self._answer_gemini(body, path)
         elif path == f"{_anthropic.MESSAGES_PATH}/count_tokens":
             self._record(body)
             self._send_json(200, {"input_tokens": self.server.owner.scenario.usage["input_tokens"]})
@@ -238,6 +240,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"object": "response", "status": "completed", "output": items})
             return
         self._stream(_responses.sse_events(reply, body))
+
+    def _answer_gemini(self, body: dict[str, Any], path: str) -> None:
+        reply = self.server.owner._reply_to(_gemini.read_conversation(body))
+        self._record(body, reply)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.failure is not None:
+            self._send_failure(reply.failure, _gemini.error_body)
+            return
+        model = path.removeprefix(_gemini.MODELS_PREFIX).split(":", 1)[0]
+        if path.endswith(":generateContent"):
+            self._send_json(200, _gemini.response_json(reply, model))
+            return
+        self._stream(_gemini.sse_events(reply, model))
 
     def _stream(self, events: Iterator[bytes]) -> None:
         self.send_response(200)

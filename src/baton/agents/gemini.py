@@ -1,0 +1,107 @@
+"""Gemini CLI (``@google/gemini-cli --acp``): its per-run home, settings, policy and environment.
+
+baton writes a fresh home for every run (``BATON_HOME/runs/<run>/agent-home``, Gemini CLI's
+``~``) with ``.gemini/settings.json`` (API-key auth, usage statistics, telemetry, update checks
+and checkpointing off) and, where the mode matrix needs every call to reach baton's
+Gatekeeper, ``.gemini/policies/baton.toml``: a user-tier rule that answers ``ask_user`` for
+every tool, above Gemini CLI's built-in rules that allow reads, searches and some commands.
+The model endpoint comes from ``GOOGLE_GEMINI_BASE_URL`` and ``GEMINI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from baton.agents.processes import RUN_ID_VARIABLE
+from baton.agents.subprocess import AgentCommand, LaunchContext
+from baton.errors import AgentError
+
+__all__ = ["DEFAULT_GEMINI_MODEL", "GeminiSetting", "gemini_command", "gemini_environment", "write_gemini_home"]
+
+DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"  # a concrete model: "auto" routes through a classifier call
+_SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+ASK_EVERY_TOOL_POLICY = """# Written by baton: every tool call reaches baton's Gatekeeper (session/request_permission).
+[[rule]]
+toolName = "*"
+decision = "ask_user"
+priority = 999
+"""
+
+
+@dataclass(frozen=True)
+class GeminiSetting:
+    """Gemini CLI's native setting: its session mode and whether every tool asks."""
+
+    mode: str  # default | autoEdit | yolo | plan
+    ask_every_tool: bool
+
+
+def write_gemini_home(home: Path, setting: GeminiSetting, model: str | None) -> Path:
+    """``home/.gemini/settings.json`` and the policy file; returns ``home``."""
+    gemini = home / ".gemini"
+    (gemini / "policies").mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "checkpointing": {"enabled": False}},
+        "model": {"name": model or DEFAULT_GEMINI_MODEL},
+        "ui": {"hideBanner": True, "hideTips": True},
+    }
+    (gemini / "settings.json").write_text(json.dumps(settings, indent=1) + "\n")
+    policy = gemini / "policies" / "baton.toml"
+    if setting.ask_every_tool:
+        policy.write_text(ASK_EVERY_TOOL_POLICY)
+    elif policy.exists():
+        policy.unlink()
+    return home
+
+
+def gemini_environment(
+    *,
+    run_id: str,
+    home: Path,
+    base_url: str | None,
+    api_key: str,
+    passthrough: tuple[str, ...],
+    parent: Mapping[str, str],
+) -> dict[str, str]:
+    env = {name: parent[name] for name in (*_SYSTEM_VARIABLES, *passthrough) if name in parent}
+    env.update(
+        {
+            "HOME": str(home),
+            "GEMINI_API_KEY": api_key,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "NO_COLOR": "1",
+            RUN_ID_VARIABLE: run_id,
+        }
+    )
+    if base_url:
+        env["GOOGLE_GEMINI_BASE_URL"] = base_url
+    return env
+
+
+def gemini_command(context: LaunchContext, executable: Path) -> AgentCommand:
+    """Write the run's Gemini home and return how to start ``gemini --acp`` for it."""
+    setting = context.setting
+    if not isinstance(setting, GeminiSetting):
+        raise TypeError("gemini needs a GeminiSetting")
+    node = shutil.which("node", path=context.parent.get("PATH"))
+    if node is None:
+        raise AgentError("agent_not_installed", "gemini needs node on PATH")
+    home = write_gemini_home(context.agent_home, setting, context.model)
+    env = gemini_environment(
+        run_id=context.run_id,
+        home=home,
+        base_url=context.base_url,
+        api_key=context.api_key,
+        passthrough=context.passthrough,
+        parent=context.parent,
+    )
+    argv = (node, str(executable), "--acp", "-m", context.model or DEFAULT_GEMINI_MODEL)
+    return AgentCommand(argv=argv, env=env, cwd=context.workspace, run_id=context.run_id, session_mode=setting.mode)
