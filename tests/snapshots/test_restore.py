@@ -17,6 +17,7 @@ import pytest
 from baton.errors import BatonError
 from baton.snapshots import ArchiveLimits, GitObjects, ShadowRepo, build_archive, restore_archive, verify_archive
 from baton.snapshots.archive import ARCHIVE_FORMAT
+from baton.snapshots.shadow import parse_raw_diff
 
 from .conftest import commit_all, git, hash_every_file, init_repo, names, shadow, work_tree_state
 
@@ -106,6 +107,11 @@ def test_random_edit_sequences_round_trip(tmp_path: Path) -> None:
         snapshot = shadow_repo.capture()
         if snapshot is None:
             continue
+        # the changes against the base, advanced step by step, equal a whole diff
+        whole = parse_raw_diff(
+            shadow_repo.git("diff-tree", "-r", "-z", "--no-renames", "--raw", snapshot.base_tree, snapshot.tree_hash)
+        )
+        assert set(snapshot.since_base_entries) == set(whole), f"round {round_}"
         archive = tmp_path / f"{snapshot.id}.tar.gz"
         build_archive(shadow_repo, snapshot, archive)
         target = tmp_path / f"out-{snapshot.id}"

@@ -70,6 +70,10 @@ _MAX_TARGETED: Final = 500  # more paths than this: scan instead (argv length)
 _PACK_FROM: Final = 64
 _HEAD_REF: Final = "refs/heads/snapshots"
 _DIFF_TREE: Final = ["diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw"]
+# Against the base, renames are a delete and an add (so the result can be advanced step by step).
+_DIFF_TREE_PLAIN: Final = ["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", "--raw"]
+_ABSENT_MODE: Final = "000000"
+_ABSENT_SHA: Final = "0" * 40
 _START_REF: Final = "refs/baton/start"
 _SNAPSHOT_REFS: Final = "refs/snapshots/"
 _MESSAGE_PREFIX: Final = "baton snapshot "
@@ -82,6 +86,7 @@ _SHADOW_CONFIG: Final = (
     ("core.fsmonitor", "false"),
     ("core.hooksPath", os.devnull),
     ("index.version", "4"),
+    ("core.splitIndex", "true"),  # a capture rewrites the few changed entries, not all
     ("gc.auto", "0"),
     ("commit.gpgSign", "false"),
 )
@@ -246,6 +251,8 @@ class ShadowRepo:
         self._base_trees: dict[str, str] = {}
         self._start: tuple[str, str] | None = None  # the commit and tree when the run started
         self._index_tree: str | None = None  # the tree of the index as last written
+        # (base tree, snapshot tree, path → entry against the base) of the last snapshot
+        self._since_base: tuple[str, str, dict[str, TreeEntry]] | None = None
 
     # -- git ------------------------------------------------------------------------------
 
@@ -404,17 +411,25 @@ class ShadowRepo:
             base_commit, base_tree = self.base()
             number = (last.number if last else 0) + 1
             log_seq_from = (last.log_seq_to if last else 0) + 1
-            raw_base, raw_step = run_git_many(
-                [[*_DIFF_TREE, base_tree, tree], [*_DIFF_TREE, reference, tree]], self._env
-            )
-            since_base = tuple(parse_raw_diff(raw_base))
+            cached = self._since_base
+            if cached is not None and cached[0] == base_tree and cached[1] == reference:
+                step = parse_raw_diff(self.git(*_DIFF_TREE, reference, tree))
+                against_base = _advance(cached[2], step)
+            else:  # first snapshot here, or the base moved: diff the whole tree against the base
+                raw_base, raw_step = run_git_many(
+                    [[*_DIFF_TREE_PLAIN, base_tree, tree], [*_DIFF_TREE, reference, tree]], self._env
+                )
+                step = parse_raw_diff(raw_step)
+                against_base = {entry.path: entry for entry in parse_raw_diff(raw_base)}
+            self._since_base = (base_tree, tree, against_base)
+            since_base = tuple(against_base[path] for path in sorted(against_base))
             snapshot = Snapshot(
                 id=f"s{number}",
                 commit="",
                 tree_hash=tree,
                 base_commit=base_commit,
                 base_tree=base_tree,
-                changes=Changes.of(parse_raw_diff(raw_step)),
+                changes=Changes.of(step),
                 since_base=Changes.of(since_base),
                 since_base_entries=since_base,
                 skipped=tuple(status.skipped),
@@ -635,6 +650,32 @@ def _read_head(git_dir: Path, common_dir: Path) -> str | bool | None:
     except OSError:
         return False
     return None
+
+
+def _advance(against_base: dict[str, TreeEntry], step: list[TreeEntry]) -> dict[str, TreeEntry]:
+    """The changes against the base after ``step`` (a diff from the previous snapshot's tree)."""
+    result = dict(against_base)
+    moves: list[tuple[str, str, str, str, str]] = []  # path, mode and sha before, after
+    for entry in step:
+        if entry.status == "R" and entry.old_path is not None:
+            moves.append((entry.old_path, entry.old_mode, entry.old_sha, _ABSENT_MODE, _ABSENT_SHA))
+            moves.append((entry.path, _ABSENT_MODE, _ABSENT_SHA, entry.new_mode, entry.new_sha))
+        else:
+            moves.append((entry.path, entry.old_mode, entry.old_sha, entry.new_mode, entry.new_sha))
+    for path, before_mode, before_sha, after_mode, after_sha in moves:
+        known = result.get(path)
+        base_mode, base_sha = (known.old_mode, known.old_sha) if known else (before_mode, before_sha)
+        if (after_mode, after_sha) == (base_mode, base_sha):
+            result.pop(path, None)
+            continue
+        if base_mode == _ABSENT_MODE:
+            status = "A"
+        elif after_mode == _ABSENT_MODE:
+            status = "D"
+        else:
+            status = "M" if base_mode[:2] == after_mode[:2] else "T"
+        result[path] = TreeEntry(status, path, None, base_mode, after_mode, base_sha, after_sha)
+    return result
 
 
 def parse_raw_diff(out: bytes) -> list[TreeEntry]:
