@@ -59,23 +59,60 @@ class EditorClient:
             self.malformed.append(params)
 
 
+async def spawn_baton_acp(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, LineTransport]:
+    process = await asyncio.create_subprocess_exec(
+        *baton_command(),
+        "acp",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        limit=stream_limit(),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    return process, LineTransport(process.stdout, process.stdin, process.stderr)
+
+
+async def stop(process: asyncio.subprocess.Process, transport: LineTransport) -> None:
+    assert process.stdin is not None
+    process.stdin.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), 10)
+    if process.returncode is None:
+        kill_process_group(process.pid, 9)
+        await process.wait()
+    await transport.close()
+
+
+async def test_a_registry_agent_behind_baton_acp_asks_the_editor(tmp_path: Path, repo: Path) -> None:
+    client = EditorClient()
+    with ScriptedModelServer("needs-approval") as server:
+        env = cli_environment(tmp_path / "home") | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": KEY}
+        process, transport = await spawn_baton_acp(env, "--agent", "claude-acp")
+        try:
+            conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(repo), mcp_servers=[])
+            done = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:
+            await stop(process, transport)
+    assert done.stop_reason == "end_turn"
+    # claude-agent-acp's own options reach the editor; its choice is the decision.
+    assert [p["rawInput"]["command"] for p in client.permissions] == ["touch approved.txt"]
+    assert (repo / "approved.txt").exists()
+    assert client.malformed == []
+
+
 async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
     client = EditorClient()
     with ScriptedModelServer("plain") as server:
         env = cli_environment(home) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": KEY}
-        process = await asyncio.create_subprocess_exec(
-            *baton_command(),
-            "acp",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-            limit=stream_limit(),
-        )
-        assert process.stdin is not None and process.stdout is not None
-        transport = LineTransport(process.stdout, process.stdin, process.stderr)
+        process, transport = await spawn_baton_acp(env)
         try:
             conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
             init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
@@ -107,13 +144,7 @@ async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
             with contextlib.suppress(Exception):
                 await conn.close()
         finally:
-            process.stdin.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 10)
-            if process.returncode is None:
-                kill_process_group(process.pid, 9)
-                await process.wait()
-            await transport.close()
+            await stop(process, transport)
     assert client.malformed == []
 
     async with Baton(Settings.load({"BATON_HOME": str(home)})) as baton:
