@@ -78,7 +78,10 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
     )
     # Claude Code also reports an API error as an agent message ("API Error: 500 …"); Codex does not.
     expected = [e["type"] for e in claude.events if "API Error" not in str(e["data"].get("text", ""))]
-    assert codex.types() == expected, f"claude: {claude.types()}\ncodex:  {codex.types()}"
+    # Snapshots are captured in the background after an edit: where they land is timing, not the agent.
+    got = [kind for kind in codex.types() if kind != "snapshot.captured"]
+    assert got == [kind for kind in expected if kind != "snapshot.captured"], f"{claude.types()}\n{codex.types()}"
+    assert codex.types().count("snapshot.captured") == expected.count("snapshot.captured")
     assert codex.outcome.status == claude.outcome.status
     assert_log_whole(codex.entries)
     commands = [e["data"]["command"] for e in codex.events if e["type"] == "command.finished"]
