@@ -273,3 +273,23 @@ async def test_a_group_committed_twice_changes_nothing(store: Store, log: Sessio
     entries = await log.read(run_id)
     assert [entry["seq"] for entry in entries] == [1, 2, 3, 4, 5]
     assert [entry["payload"] for entry in entries] == [message(0), message(1), message(2), {"again": 4}, {"again": 5}]
+
+
+async def test_the_writer_reconnects_when_postgres_drops_its_connection(store: Store, run_id: str) -> None:
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("a SQLite file has no connection to lose")
+    async with SessionLog(store, Redactor()) as log:
+        log.open_run(run_id)
+        log.append(run_id, "baton", None, message(1))
+        await log.flush()
+        with store.engine.begin() as connection:  # the writer is the other session on this database
+            terminated = connection.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+                " AND application_name = ''"
+            ).all()
+        assert terminated  # SQLAlchemy sees the disconnect on the rollback and reconnects
+        for n in range(2, 6):
+            log.append(run_id, "baton", None, message(n))
+        await log.flush()
+        assert [entry["seq"] for entry in await log.read(run_id)] == [1, 2, 3, 4, 5]

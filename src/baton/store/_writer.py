@@ -194,7 +194,7 @@ class LogWriter(threading.Thread):
             except self._duplicate:
                 if retry:
                     raise
-            except self._retryable:  # locked, busy, I/O: worth another try
+            except self._retryable:  # locked, busy, I/O, a lost connection: worth another try
                 delay = next(delays, None)
                 if delay is None:
                     raise
