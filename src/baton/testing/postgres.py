@@ -108,7 +108,7 @@ class TemporaryPostgres:
 
     def __enter__(self) -> str:
         bin_dir = self._bin_dir or find_postgres_bin()
-        self._root = Path(tempfile.mkdtemp(prefix="baton-pg-"))
+        self._root = Path(tempfile.mkdtemp(prefix="baton-pg-", dir=self._parent_dir()))
         try:
             self._root.chmod(0o700)
             if self._user is not None:
@@ -197,6 +197,15 @@ class TemporaryPostgres:
                     log = self._root / "server.log"
                     detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
                     raise PostgresUnavailable(f"postgres did not start:\n{detail}") from None
+
+    def _parent_dir(self) -> str | None:
+        """Where the server's directory goes: the temporary directory, if the server's user
+        can reach it (a root-only ``TMPDIR`` is not), else ``/tmp``."""
+        if self._user is None:
+            return None
+        path = Path(tempfile.gettempdir()).resolve()
+        reachable = all(part.stat().st_mode & 0o001 for part in (path, *path.parents))
+        return None if reachable else "/tmp"
 
     def _spawn_watchdog(self, bin_dir: Path) -> IO[bytes]:
         """Start the watchdog; returns the pipe whose closing sets it off."""
