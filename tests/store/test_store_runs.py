@@ -79,3 +79,15 @@ def test_a_memory_database_is_refused() -> None:
     with pytest.raises(UsageError) as refused:
         Store.open("sqlite://")
     assert refused.value.code == "config_invalid"
+
+
+def test_postgres_urls_use_psycopg_3() -> None:
+    from baton.store.engine import make_engine
+
+    for url in ("postgresql://baton@127.0.0.1/baton", "postgres://baton@127.0.0.1/baton"):
+        engine = make_engine(url)  # no connection is made yet
+        assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
+        engine.dispose()
+    with pytest.raises(UsageError) as refused:
+        make_engine("mysql://baton@127.0.0.1/baton")
+    assert refused.value.code == "config_invalid"
