@@ -54,6 +54,9 @@ class _ProjectingSink:
         self._projector = Projector(run_id)
         self.events = 0
 
+    async def drain(self) -> None:
+        await self._log.drain()
+
     def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int:
         seq = self._log.append(run_id, direction, method, payload)
         entry: LogEntry = {

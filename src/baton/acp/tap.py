@@ -20,6 +20,10 @@ __all__ = ["EntrySink", "TappingTransport"]
 class EntrySink(Protocol):
     def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
 
+    async def drain(self) -> None:
+        """Wait while too many entries are waiting for the disk (backpressure)."""
+        ...
+
 
 class TappingTransport:
     """Wraps the host's end of a transport; logs with ``method`` resolved for responses."""
@@ -58,6 +62,8 @@ class TappingTransport:
         if "method" in message and "id" in message:
             self._received_requests[message["id"]] = str(message["method"])
         self._log("from_agent", method, message)
+        # A slow disk slows the agent down instead of growing memory without bound.
+        await self._sink.drain()
         return message
 
     async def close(self) -> None:

@@ -27,8 +27,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
+from baton.acp.tap import EntrySink
 from baton.events.entry import Direction
 from baton.snapshots.archive import build_archive
 from baton.snapshots.blobs import BlobStore
@@ -59,10 +60,6 @@ _SCAN_TOOLS: Final = frozenset({"Bash", "Task", "Agent"})
 _PATH_KEYS: Final = ("file_path", "notebook_path", "path", "source", "destination", "old_path", "new_path")
 
 
-class EntrySink(Protocol):
-    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
-
-
 class _ObservingSink:
     def __init__(self, inner: EntrySink, observe: Callable[[int, str | None, dict[str, Any]], None]) -> None:
         self._inner = inner
@@ -72,6 +69,9 @@ class _ObservingSink:
         seq = self._inner.append(run_id, direction, method, payload)
         self._observe(seq, method, payload)
         return seq
+
+    async def drain(self) -> None:
+        await self._inner.drain()
 
 
 class SnapshotRecorder:
