@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli._baton_cli import BatonCLI, Invocation
+from tests.cli._baton_cli import BatonCLI
 from tests.conftest import make_git_repo
 
 from .conftest import hash_every_file, work_tree_state
@@ -66,8 +66,13 @@ def test_a_run_captures_snapshots_before_its_turn_ends(written: WrittenRun) -> N
 
 def test_snapshots_diff_and_restore_through_the_cli(written: WrittenRun, tmp_path: Path) -> None:
     cli, run_id = written.cli, written.run_id
-    listed, diff, missing = cli.many(
-        ("snapshots", run_id, "--json"), ("diff", run_id), ("restore", run_id, "s99", "--to", str(tmp_path / "x"))
+    fresh, exported = tmp_path / "fresh", tmp_path / "s1.tar.gz"
+    listed, diff, restored, export, missing = cli.many(  # each is mostly interpreter start-up: run them at once
+        ("snapshots", run_id, "--json"),
+        ("diff", run_id),
+        ("restore", run_id, "s1", "--to", str(fresh), "--json"),
+        ("snapshot-export", run_id, "s1", "--out", str(exported)),
+        ("restore", run_id, "s99", "--to", str(tmp_path / "x")),
     )
     assert listed.returncode == 0, listed.describe()
     (snapshot,) = json.loads(listed.stdout)
@@ -75,23 +80,20 @@ def test_snapshots_diff_and_restore_through_the_cli(written: WrittenRun, tmp_pat
     assert snapshot["archive_key"].startswith("sha256:")
     assert "+hello from baton" in diff.stdout and "b/hello.txt" in diff.stdout
     assert missing.returncode == 1 and "snapshot_not_found" in missing.stderr
-
-    fresh = tmp_path / "fresh"
-    restored = cli("restore", run_id, "s1", "--to", str(fresh), "--json")
     assert restored.returncode == 0, restored.describe()
     assert (fresh / "hello.txt").read_text() == "hello from baton\n"
     assert work_tree_state(fresh) == work_tree_state(written.repo)
+    assert export.returncode == 0, export.describe()
 
-    exported = tmp_path / "s1.tar.gz"
-    assert cli("snapshot-export", run_id, "s1", "--out", str(exported)).returncode == 0
     bare = tmp_path / "bare"
-    from_archive: Invocation = cli("restore", "--archive", str(exported), "--to", str(bare))
+    (fresh / "hello.txt").write_text("edited by hand\n")
+    from_archive, dirty = cli.many(
+        ("restore", "--archive", str(exported), "--to", str(bare)),
+        ("restore", run_id, "s1", "--to", str(fresh), "--json"),
+    )
     assert from_archive.returncode == 0, from_archive.describe()
     assert "only the archive's 1 files were written" in from_archive.stdout
     assert sorted(p.name for p in bare.iterdir()) == ["hello.txt"]
-
-    (fresh / "hello.txt").write_text("edited by hand\n")
-    dirty = cli("restore", run_id, "s1", "--to", str(fresh), "--json")
     assert dirty.returncode == 3
     assert json.loads(dirty.stderr)["error"]["code"] == "workspace_dirty"
     assert (fresh / "hello.txt").read_text() == "edited by hand\n"
