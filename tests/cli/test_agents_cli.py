@@ -15,7 +15,7 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "--json")
     assert result.returncode == 0, result.describe()
     agents = {agent["name"]: agent for agent in json.loads(result.stdout)}
-    assert set(agents) == {"claude", "codex", "claude-acp", "gemini"}
+    assert set(agents) == {"claude", "codex", "claude-acp", "gemini", "opencode"}
     codex = agents["codex"]
     assert codex["installed"] is True and codex["version"] == "0.16.0"
     assert codex["package"] == "@zed-industries/codex-acp@0.16.0"
@@ -35,6 +35,9 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     # Gemini CLI runs its safe commands unasked: only a mode that allows them is enforceable.
     assert gemini["modes"] == {"default": None, "acceptEdits": None, "plan": None, "bypassPermissions": "ask-all"}
     assert any("`echo hi`" in probe for probe in gemini["native_settings"][0]["unasked"])
+    opencode = agents["opencode"]
+    assert opencode["installed"] is True and opencode["version"] == "1.18.33"
+    assert opencode["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
 
 
 def test_agents_table_names_every_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

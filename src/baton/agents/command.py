@@ -64,6 +64,7 @@ def acp_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in tool_call.items() if key not in _VOLATILE}
 
 
+_PATH_KEYS = ("file_path", "filePath", "filepath", "path", "absolute_path")
 _KIND_TOOLS = {"read": "Read", "search": "Grep", "edit": "Edit", "delete": "Edit", "move": "Edit", "fetch": "WebFetch"}
 
 
@@ -76,7 +77,10 @@ def acp_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> 
 
         return [ToolCall("Bash", {"command": command_string(command)}, tool_call_id, kind)]
     tool = _KIND_TOOLS.get(kind or "")
-    path = raw.get("file_path") or raw.get("path") or raw.get("absolute_path")
+    path = next((raw[key] for key in _PATH_KEYS if isinstance(raw.get(key), str)), None)
+    if path is None:  # no input (OpenCode's read): the call's locations
+        locations = [item.get("path") for item in raw.get("locations") or () if isinstance(item, dict)]
+        path = next((location for location in locations if isinstance(location, str)), None)
     if tool is not None and isinstance(path, str):
         return [ToolCall(tool, {**raw, "file_path": path}, tool_call_id, kind)]
     return [ToolCall(f"acp:{kind or 'other'}", dict(raw), tool_call_id, kind)]

@@ -30,6 +30,7 @@ from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
+from baton.agents.opencode import OpenCodeSetting, opencode_binary, opencode_command
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
@@ -41,6 +42,7 @@ __all__ = [
     "CLAUDE_ACP",
     "GEMINI",
     "GEMINI_SAFE_COMMANDS",
+    "OPENCODE",
     "AgentEntry",
     "NativeSetting",
     "Probe",
@@ -492,7 +494,40 @@ GEMINI = AgentEntry(
     client_fs=False,
 )
 
-AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI)}
+# -- OpenCode ----------------------------------------------------------------------------------
+
+_OPENCODE_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native='permission {"*": "ask"} in OPENCODE_CONFIG_CONTENT',
+    reaches_gatekeeper="every tool call (bash, read, write, edit …)",
+    unasked=(),
+    evidence="tests/agents/opencode/test_opencode.py::test_ask_all_sends_every_call_to_the_gatekeeper",
+    config=OpenCodeSetting({"*": "ask"}),
+)
+
+OPENCODE = AgentEntry(
+    name="opencode",
+    package="opencode-ai",
+    version="1.18.33",
+    command=(opencode_binary(),),
+    env_recipe=(
+        "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME and XDG_* in the run's agent home; ANTHROPIC_API_KEY; "
+        "OPENCODE_CONFIG_CONTENT; OPENCODE_DISABLE_{AUTOUPDATE,MODELS_FETCH,LSP_DOWNLOAD,DEFAULT_PLUGINS}=1; "
+        "BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "OPENCODE_CONFIG_CONTENT: provider anthropic at ANTHROPIC_BASE_URL/v1, the model (anthropic/…), autoupdate "
+        'and share off, permission {"*": "ask"}; `opencode acp --pure`'
+    ),
+    tool_names={},
+    bound_input=acp_bound_input,
+    settings=(_OPENCODE_ASK_ALL,),
+    tool_calls=acp_tool_calls,
+    launch=opencode_command,
+    provider="anthropic",
+)
+
+AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE)}
 
 
 # -- any other ACP agent: --agent-cmd ----------------------------------------------------------

@@ -6,6 +6,7 @@ HTTP plumbing in ``_server``, so an OpenAI Responses module can sit beside this 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -26,6 +27,14 @@ __all__ = [
 MESSAGES_PATH = "/v1/messages"
 
 _CWD = re.compile(r"Primary working directory: *(\S[^\n]*)")
+_OPENCODE_CWD = re.compile(r"<env>\s*\n\s*Working directory: *(\S[^\n]*)")  # OpenCode's environment block
+# OpenCode offers lowercase tools with camelCase inputs; a scenario's Claude tools become those.
+_OPENCODE_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
+    "Bash": ("bash", {"command": "command", "description": "description"}),
+    "Read": ("read", {"file_path": "filePath"}),
+    "Write": ("write", {"file_path": "filePath", "content": "content"}),
+    "Edit": ("edit", {"file_path": "filePath", "old_string": "oldString", "new_string": "newString"}),
+}
 _REMINDER = "<system-reminder>"
 _CHUNK = 64  # characters per text or JSON delta: replies arrive in pieces, as from the real API
 
@@ -59,13 +68,27 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
             groups = []
         elif results:
             groups.append(results)
-    found = _CWD.search("\n".join(texts))
+    found = _CWD.search("\n".join(texts)) or _OPENCODE_CWD.search("\n".join(texts))
     return Conversation(
         offers_tools=bool(body.get("tools")),
         prompts=tuple(prompts),
         result_groups=tuple(groups),
         cwd=found.group(1).strip() if found else None,
     )
+
+
+def for_offered_tools(reply: Reply, body: dict[str, Any]) -> Reply:
+    """The reply with Claude's tools renamed to OpenCode's when the request offers those."""
+    offered = {tool.get("name") for tool in body.get("tools") or () if isinstance(tool, dict)}
+    if "Bash" in offered or "bash" not in offered:
+        return reply
+    content: list[TextBlock | ToolCall] = []
+    for block in reply.content:
+        if isinstance(block, ToolCall) and block.name in _OPENCODE_TOOLS:
+            name, keys = _OPENCODE_TOOLS[block.name]
+            block = ToolCall(name, {keys[key]: value for key, value in block.input.items() if key in keys})
+        content.append(block)
+    return dataclasses.replace(reply, content=tuple(content))
 
 
 def message_json(reply: Reply, *, model: str) -> dict[str, Any]:

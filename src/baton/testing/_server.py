@@ -221,6 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.failure is not None:
             self._send_failure(reply.failure)
             return
+        reply = _anthropic.for_offered_tools(reply, body)
         model = str(body.get("model") or "claude-scripted")
         if not body.get("stream"):
             self._send_json(200, _anthropic.message_json(reply, model=model))
