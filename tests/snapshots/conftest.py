@@ -9,20 +9,9 @@ import hashlib
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from baton.snapshots import ShadowRepo
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_agent_processes() -> Iterator[None]:
-    """Only the end-to-end module starts agents, and its runs end in its fixture; other suites'
-    agents may run alongside these tests on a shared machine."""
-    yield
-
 
 GIT = ["git", "-c", "user.name=baton tests", "-c", "user.email=tests@baton.invalid"]
 
