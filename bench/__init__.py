@@ -20,6 +20,7 @@ MODULES: dict[str, str] = {
     "convert": "bench.convert",
     "http": "bench.http",
     "idle_run": "bench.idle_run",
+    "inbox": "bench.inbox",
     "resume": "bench.resume",
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",

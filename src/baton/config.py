@@ -44,6 +44,8 @@ class Settings:
     openai_api_key: str | None = None
     model_max_retries: int | None = None  # subprocess agents' model API retries; None: the agent's own
     agent_start_timeout_seconds: float = 60.0
+    inbox_poll_seconds: float = 0.02  # how often an executing process reads its runs' inboxes
+    interactive_idle_seconds: float = 1800.0  # an interactive run with no message for this long ends
 
     @property
     def resolved_database_url(self) -> str:
@@ -77,6 +79,8 @@ _TOML_KEYS = {
     "openai_api_key": str,
     "model_max_retries": int,
     "agent_start_timeout_seconds": float,
+    "inbox_poll_seconds": float,
+    "interactive_idle_seconds": float,
 }
 
 
@@ -108,6 +112,13 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
             values["gate_grace_seconds"] = float(env["BATON_GATE_GRACE_SECONDS"])
         except ValueError as exc:
             raise UsageError("config_invalid", "BATON_GATE_GRACE_SECONDS must be a number") from exc
+    for name in ("inbox_poll_seconds", "interactive_idle_seconds"):
+        variable = "BATON_" + name.upper()
+        if env.get(variable):
+            try:
+                values[name] = float(env[variable])
+            except ValueError as exc:
+                raise UsageError("config_invalid", f"{variable} must be a number") from exc
     if env.get("BATON_AGENT_ENV_PASSTHROUGH"):
         values["agent_env_passthrough"] = tuple(name for name in env["BATON_AGENT_ENV_PASSTHROUGH"].split(",") if name)
     if env.get("BATON_CLAUDE_BINARY"):

@@ -9,7 +9,8 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
-    │                         run_not_running, run_paused, run_ended, run_not_resumable,
+    │                         run_not_running, run_not_interactive, run_paused, run_ended,
+    │                         run_not_resumable,
     │                         rate_limited, body_too_large, sse_limit
     ├── NotFoundError         run_not_found, gate_not_found, snapshot_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -81,6 +82,7 @@ class RefusedError(BatonError):
             "workspace_dirty",
             "run_active",
             "run_not_running",
+            "run_not_interactive",
             "run_paused",
             "run_ended",
             "run_not_resumable",

@@ -22,12 +22,18 @@ def logs_command(
     run_id: Annotated[str, typer.Argument(help="The run's id.")],
     view: Annotated[str, typer.Option("--view", help="acp (log entries) or events (runner events).")] = "events",
     after: Annotated[int, typer.Option("--after", help="Only entries or events with a larger seq.")] = 0,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing what is committed until the run ends.")
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Errors as JSON on stderr too.")] = False,
 ) -> None:
     """Print a run's log entries or runner events, one JSON object per line."""
     try:
         if view not in ("acp", "events"):
             raise UsageError("invalid_argument", f"--view must be acp or events, not {view!r}")
+        if follow:
+            asyncio.run(_follow(run_id, view, after))
+            return
         records = asyncio.run(_read(run_id, view, after))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
@@ -45,3 +51,26 @@ async def _read(run_id: str, view: str, after: int) -> list[Any]:
             return list(await baton.log.read(run_id, after=after))
         entries = await baton.log.read(run_id)
         return [event for event in project(entries) if event["seq"] > after]
+
+
+async def _follow(run_id: str, view: str, after: int) -> None:
+    """Print each record as soon as it is committed, from whichever process executes the run."""
+    from baton.events.project import Projector
+    from baton.runs.tail import follow_entries
+    from baton.store import Redactor, SessionLog, Store
+
+    settings = Settings.load()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    async with store:
+        await store.get_run(run_id)
+        log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
+        projector = Projector(run_id)
+        # Event seqs are a fold over the whole log: project from its start, print what follows.
+        start = after if view == "acp" else 0
+        async for entry in follow_entries(store, log, run_id, start):
+            records: list[Any] = [entry] if view == "acp" else [e for e in projector.feed(entry) if e["seq"] > after]
+            for record in records:
+                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if records:
+                sys.stdout.flush()

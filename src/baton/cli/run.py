@@ -42,6 +42,10 @@ def run_command(
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
+    interactive: Annotated[
+        bool,
+        typer.Option("--interactive", help="Stay open for `baton send` messages until `baton close` or idle."),
+    ] = False,
     agent_cmd: Annotated[
         str | None,
         typer.Option("--agent-cmd", help='Any other ACP agent: "CMD ARGS" (needs --trust-agent-permissions).'),
@@ -79,6 +83,7 @@ def run_command(
         allow=tuple(allow or ()),
         deny=tuple(deny or ()),
         budget_usd=budget_usd,
+        run_mode="interactive" if interactive else "background",
     )
     try:
         with _model_endpoint(scenario) as overrides:

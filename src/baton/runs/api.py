@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -23,10 +24,12 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.runs.executor import RunExecution
+from baton.runs.executors import effective_status
+from baton.runs.inbox import post_command
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
-from baton.store import Redactor, SessionLog, Store
+from baton.store import Redactor, RunRecord, SessionLog, Store
 
 __all__ = ["Baton", "RunHandle"]
 
@@ -59,6 +62,14 @@ class RunHandle:
     def cancel(self) -> None:
         """Ask the agent to stop its turn; the run ends as ``cancelled``."""
         self._execution.request_cancel()
+
+    async def send(self, text: str) -> int:
+        """The next prompt of an interactive run, through its inbox; the inbox id."""
+        return await post_command(self._execution.store, self.run_id, "user_message", {"content": text})
+
+    async def close(self) -> int:
+        """End an interactive run (``finished``) once the turns asked before are done."""
+        return await post_command(self._execution.store, self.run_id, "close", {})
 
     async def wait(self) -> RunOutcome:
         return await asyncio.shield(self._task)
@@ -220,6 +231,8 @@ class Baton:
             resume=resume,
             resumed_from=resumed_from,
             ask_human=ask_human,
+            inbox_poll_seconds=self.settings.inbox_poll_seconds,
+            idle_seconds=self.settings.interactive_idle_seconds,
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -312,6 +325,35 @@ class Baton:
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
         )
+
+    async def runs(self, status: str | None = None) -> list[RunRecord]:
+        """Runs oldest first; a ``running`` run whose executor is dead is ``interrupted``."""
+        records = []
+        for record in await self.store.list_runs():
+            effective = effective_status(record.status, record.executor_id, record.heartbeat_at)
+            if effective != record.status:
+                record = replace(record, status=effective, status_reason="executor_dead")
+            if status is None or record.status == status:
+                records.append(record)
+        return records
+
+    # Commands through the run's inbox, from any process (baton.runs.inbox).
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> int:
+        """Cancel the run wherever it executes; the inbox id."""
+        return await post_command(self.store, run_id, "cancel", {"reason": reason} if reason else {})
+
+    async def send(self, run_id: str, text: str) -> int:
+        """A message for an interactive run (its next prompt); the inbox id."""
+        return await post_command(self.store, run_id, "user_message", {"content": text})
+
+    async def close(self, run_id: str) -> int:
+        """End an interactive run after the turns asked before; the inbox id."""
+        return await post_command(self.store, run_id, "close", {})
+
+    async def set_permission_mode(self, run_id: str, permission_mode: str) -> int:
+        """Switch the run's permission mode for its later decisions; the inbox id."""
+        return await post_command(self.store, run_id, "set_permission_mode", {"permission_mode": permission_mode})
 
     def entries(self, run_id: str, after: int = 0) -> AsyncIterator[LogEntry]:
         """The run's committed log entries, then live ones until the run's log closes."""

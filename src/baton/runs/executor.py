@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,12 +22,13 @@ from baton.acp.host import AgentNormalizer, AskHuman, BatonHost
 from baton.acp.tap import TappingTransport
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
-from baton.agents.registry import AgentEntry
+from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
 from baton.agents.subprocess import SubprocessAgent
-from baton.errors import AgentError
+from baton.errors import AgentError, RefusedError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.runs.executors import this_executor_id
+from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
@@ -82,8 +83,12 @@ class RunExecution:
         entry: AgentEntry | None = None,
         snapshots: SnapshotRecorder | None = None,
         ask_human: AskHuman | None = None,
+        inbox_poll_seconds: float = 0.02,
+        idle_seconds: float = 1800.0,
     ) -> None:
         self.run_id = run_id
+        self._inbox_poll_seconds = inbox_poll_seconds
+        self._idle_seconds = idle_seconds  # an interactive run with no message for this long ends
         self._ask_human = ask_human  # answers what the policy says to ask (baton acp: the editor)
         self._snapshots = snapshots
         self.spec = spec
@@ -103,6 +108,10 @@ class RunExecution:
     def _note(self, name: str, params: Any) -> int:
         message = notification(name, params)
         return self._log.append(self.run_id, "baton", message["method"], message)
+
+    @property
+    def store(self) -> Store:
+        return self._store
 
     def request_cancel(self) -> None:
         self._cancel.set()
@@ -227,7 +236,43 @@ class RunExecution:
         if self.spec.model:
             await _select_model(conn, session, self.spec.model)
         await self._store.update_run(self.run_id, agent_session_id=session.session_id)
-        return await self._turn(conn, host, session.session_id, self.spec.prompt)
+        return await self._turns(conn, host, session.session_id)
+
+    async def _turns(self, conn: Any, host: _UsageRecordingHost, session_id: str) -> RunOutcome:
+        """The task's turn, then (interactive) one turn per message until a close, a cancel or
+        the idle timeout; the run's inbox is read throughout (baton.runs.inbox)."""
+        # The native setting a subprocess agent runs under: a later mode must stay enforceable on it.
+        setting = _setting_of(self._entry, self._gatekeeper)
+
+        async def set_mode(mode: str) -> None:
+            policy = self._gatekeeper.policy.with_mode(mode)  # invalid_argument, bypass_refused_as_root
+            if setting is not None:
+                _check_enforceable(self._entry, setting, Gatekeeper(policy, self._gatekeeper.workspace))
+            self._gatekeeper.set_mode(mode)
+            await self._store.update_run(self.run_id, permission_mode=mode)
+            if self._entry is None:  # baton's Claude adapter takes baton's modes; others keep their native one
+                await conn.set_session_mode(session_id=session_id, mode_id=mode)
+
+        commands = RunCommands(
+            run_mode=self.spec.run_mode, note=self._note, cancel=self.request_cancel, set_mode=set_mode
+        )
+        reader = InboxReader(
+            self._store,
+            self.run_id,
+            taken_by=this_executor_id(),
+            interval=self._inbox_poll_seconds,
+            on_command=commands.handle,
+        )
+        async with reader:
+            outcome = await self._turn(conn, host, session_id, self.spec.prompt)
+            while self.spec.run_mode == "interactive" and outcome.status == "finished":
+                prompt = await commands.next_prompt(self._idle_seconds)
+                if prompt is None:
+                    break
+                outcome = await self._turn(conn, host, session_id, prompt)
+        if outcome.status == "finished" and self._cancel.is_set():  # cancelled between turns
+            outcome = replace(outcome, status="cancelled", stop_reason="cancelled")
+        return outcome
 
     async def _turn(self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: str) -> RunOutcome:
         host.turn.params = None
@@ -294,6 +339,31 @@ class RunExecution:
                 details={"returncode": report.returncode, "stderr_tail": report.stderr_tail},
             )
         return AgentError("agent_exited", "the agent closed the connection")
+
+
+def _setting_of(entry: AgentEntry | None, gatekeeper: Gatekeeper) -> NativeSetting | None:
+    if entry is None or not entry.settings:
+        return None
+    try:
+        return choose_setting(entry, gatekeeper)
+    except RefusedError:
+        return None
+
+
+def _check_enforceable(entry: AgentEntry | None, setting: NativeSetting, gatekeeper: Gatekeeper) -> None:
+    """Refuse a mode under which the agent would do, without asking, what the policy gates."""
+    escaping = [
+        probe.description
+        for probe in setting.unasked
+        if gatekeeper.decide(probe.call(gatekeeper.workspace)).behavior != "allow"
+    ]
+    if escaping:
+        name = entry.name if entry is not None else "the agent"
+        raise RefusedError(
+            "mode_not_enforceable",
+            f"{name} runs under {setting.name}, where it would do without asking: " + "; ".join(escaping),
+            details={"mode": gatekeeper.policy.mode, "escaping": escaping},
+        )
 
 
 async def _select_model(conn: Any, session: Any, model: str) -> None:

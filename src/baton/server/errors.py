@@ -55,6 +55,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
     "run_not_running": 409,
+    "run_not_interactive": 409,
     "run_paused": 409,
     "run_ended": 409,
     "run_not_resumable": 409,

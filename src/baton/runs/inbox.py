@@ -1,0 +1,202 @@
+"""A run's inbox: commands from any process, taken and acted on by the process executing the run.
+
+Writers (``post_command``: the CLI, the Python API, the HTTP server) insert a row; the executing
+process polls the store (``InboxReader``, every ``inbox_poll_seconds``, 20 ms by default: a
+read, so an idle run never takes SQLite's write lock) and takes what is new in one
+``UPDATE … RETURNING``. Each taken command is logged as ``_baton/inbox {id, kind, payload}``
+(direction ``baton``) *before* it is acted on (``RunCommands.handle``); a command the run
+cannot take is logged as ``_baton/inbox_refused {id, kind, code, message}``.
+
+| kind | payload | what the run does |
+|---|---|---|
+| ``cancel`` | ``{reason?}`` | as ``RunHandle.cancel()``: the turn is interrupted, the run ends ``cancelled`` |
+| ``user_message`` | ``{content}`` | interactive: the next prompt, in inbox order; background: refused |
+| ``close`` | ``{}`` | interactive: ends ``finished`` once the turns asked before it are done |
+| ``set_permission_mode`` | ``{permission_mode}`` | the Gatekeeper's mode (and ``session/set_mode`` to the agent) |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from baton.errors import BatonError, RefusedError, UsageError
+from baton.runs.executors import effective_status
+from baton.store import Store
+
+__all__ = [
+    "COMMAND_KINDS",
+    "InboxCommand",
+    "InboxReader",
+    "RunCommands",
+    "post_command",
+]
+
+_log = logging.getLogger("baton.runs.inbox")
+
+COMMAND_KINDS: Final = ("cancel", "user_message", "close", "set_permission_mode")
+
+Note = Callable[[str, Any], object]
+
+
+@dataclass(frozen=True)
+class InboxCommand:
+    id: int
+    kind: str
+    payload: dict[str, Any]
+
+
+async def post_command(store: Store, run_id: str, kind: str, payload: dict[str, Any]) -> int:
+    """Queue ``kind`` for the run; its inbox id. Refused before anything is written:
+
+    ``run_not_found``; ``run_not_running`` for a run that has ended, and for a message or a
+    close to a run nobody executes (its executor is gone: nothing would act on it);
+    ``run_paused`` for a message while a gate is pending. ``cancel`` and
+    ``set_permission_mode`` are recorded for a run nobody executes: a resume acts on them.
+    """
+    if kind not in COMMAND_KINDS:
+        raise UsageError("invalid_argument", f"unknown command {kind!r}; known: {', '.join(COMMAND_KINDS)}")
+    record = await store.get_run(run_id)
+    if record.is_terminal:
+        raise RefusedError("run_not_running", f"run {run_id} has ended ({record.status})")
+    status = effective_status(record.status, record.executor_id, record.heartbeat_at)
+    if kind in ("user_message", "close") and status == "interrupted":
+        raise RefusedError("run_not_running", f"no process executes run {run_id} (resume it first)")
+    if kind == "user_message" and status == "paused":
+        raise RefusedError("run_paused", f"run {run_id} waits for a gate decision; decide it first")
+    return await store.inbox_put(run_id, kind, payload)
+
+
+class InboxReader:
+    """Polls the run's inbox and hands each command, in order, to ``on_command``.
+
+    An async context manager: the polling task lives between enter and exit.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        taken_by: str,
+        interval: float,
+        on_command: Callable[[InboxCommand], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._taken_by = taken_by
+        self._interval = interval
+        self._on_command = on_command
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> InboxReader:
+        if self._task is not None:
+            raise RuntimeError("an InboxReader is entered once")
+        self._task = asyncio.create_task(self._poll(), name=f"baton-inbox-{self._run_id}")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def take(self) -> list[InboxCommand]:
+        """What waits in the inbox, taken by this reader (a read first: nothing waits, no write)."""
+        if not await self._store.inbox_pending(self._run_id):
+            return []
+        rows = await self._store.inbox_take(self._run_id, self._taken_by)
+        return [InboxCommand(int(row["id"]), str(row["kind"]), dict(row["payload"] or {})) for row in rows]
+
+    async def _poll(self) -> None:
+        while True:
+            try:
+                commands = await self.take()
+            except Exception as exc:  # a busy or unreachable store: try again next tick
+                _log.warning("reading the inbox of %s failed: %s", self._run_id, exc)
+                commands = []
+            for command in commands:
+                await self._on_command(command)
+            await asyncio.sleep(self._interval)
+
+
+class RunCommands:
+    """What the inbox asked of one run.
+
+    ``cancel`` and ``set_permission_mode`` act at once; messages and ``close`` of an
+    interactive run wait, in order, for the turn in progress to end (``next_prompt``).
+    """
+
+    def __init__(
+        self,
+        *,
+        run_mode: Literal["background", "interactive"],
+        note: Note,
+        cancel: Callable[[], None],
+        set_mode: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.run_mode = run_mode
+        self._note = note
+        self._cancel = cancel
+        self._set_mode = set_mode
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()  # None: close
+        self._closing = False
+
+    async def handle(self, command: InboxCommand) -> None:
+        self._note("inbox", {"id": command.id, "kind": command.kind, "payload": command.payload})
+        try:
+            await self._act(command)
+        except BatonError as exc:
+            self._note(
+                "inbox_refused",
+                {"id": command.id, "kind": command.kind, "code": exc.code, "message": exc.message},
+            )
+
+    async def _act(self, command: InboxCommand) -> None:
+        kind, payload = command.kind, command.payload
+        if kind == "cancel":
+            self._cancel()
+            self._queue.put_nowait(None)  # wakes an interactive run waiting for a message
+        elif kind == "set_permission_mode":
+            mode = payload.get("permission_mode")
+            if not isinstance(mode, str):
+                raise UsageError("invalid_argument", "set_permission_mode needs a permission_mode string")
+            await self._set_mode(mode)
+        elif kind in ("user_message", "close"):
+            if self.run_mode != "interactive":
+                raise RefusedError(
+                    "run_not_interactive",
+                    f"a {self.run_mode} run takes no {kind}: it ends when the agent ends its turn "
+                    "(start it with --interactive)",
+                )
+            if self._closing:
+                raise RefusedError("run_not_running", "the run is closing")
+            if kind == "close":
+                self._closing = True
+                self._queue.put_nowait(None)
+                return
+            content = payload.get("content")
+            if not isinstance(content, str) or not content:
+                raise UsageError("invalid_argument", "user_message needs a non-empty content string")
+            self._queue.put_nowait(content)
+        else:
+            raise UsageError("invalid_argument", f"unknown command {kind!r}")
+
+    async def next_prompt(self, idle_seconds: float) -> str | None:
+        """The next message of an interactive run, or None: closed, cancelled, or idle too long."""
+        try:
+            async with asyncio.timeout(idle_seconds):
+                prompt = await self._queue.get()
+        except TimeoutError:
+            self._note("closed", {"reason": "idle_timeout", "idle_seconds": idle_seconds})
+            return None
+        if prompt is None and self._closing:
+            self._note("closed", {"reason": "close"})
+        return prompt

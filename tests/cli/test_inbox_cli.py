@@ -1,0 +1,82 @@
+"""``baton send``, ``baton close``, ``baton cancel`` and ``baton logs --follow`` from other processes
+than the one executing the run (the real Claude Code against the scripted model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cli._baton_cli import BatonCLI, Started
+
+from baton.agents.processes import run_process_ids
+
+pytestmark = pytest.mark.claude
+
+
+def until_event(started: Started, kind: str) -> dict[str, Any]:
+    """Read the run's ``--json`` stdout up to the first event of ``kind``."""
+    _, process = started
+    assert process.stdout is not None
+    for line in process.stdout:
+        event = json.loads(line)
+        if event["type"] == kind:
+            return dict(event)
+    pytest.fail(f"the run ended before a {kind} event:\n{process.stderr.read() if process.stderr else ''}")
+
+
+def test_messages_and_close_from_other_processes_while_others_follow_the_log(baton: BatonCLI, repo: Path) -> None:
+    running = baton.start("run", "first", "--repo", str(repo), "--scenario", "plain", "--interactive", "--json")
+    followers: list[Started] = []
+    try:
+        run_id = until_event(running, "task.started")["run_id"]
+        followers = [
+            baton.start("logs", run_id, "--follow", "--view", "acp"),
+            baton.start("logs", run_id, "--follow", "--view", "events"),
+            baton.start("logs", run_id, "--follow", "--view", "acp", "--after", "5"),
+        ]
+        sent = [baton("send", run_id, "second"), baton("send", run_id, "third", "--json"), baton("close", run_id)]
+        assert [one.returncode for one in sent] == [0, 0, 0], [one.describe() for one in sent]
+        assert json.loads(sent[1].stdout)["status"] == "queued"
+        ended = baton.finish(running, timeout=40)
+        followed = [baton.finish(one, timeout=20) for one in followers]
+    finally:
+        baton.stop([running, *followers])
+    assert ended.returncode == 0, ended.describe()
+    stored = baton("logs", run_id, "--view", "acp").json_lines()
+    events = baton("logs", run_id, "--view", "events").json_lines()
+    assert followed[0].json_lines() == stored
+    assert followed[1].json_lines() == events
+    assert followed[2].json_lines() == [entry for entry in stored if entry["seq"] > 5]
+    prompts = [
+        entry["payload"]["params"]["prompt"][0]["text"]
+        for entry in stored
+        if entry["method"] == "session/prompt" and entry["direction"] == "to_agent"
+    ]
+    assert prompts == ["first", "second", "third"]
+    assert stored[-1]["payload"]["params"]["status"] == "finished"
+    assert events[-1]["type"] == "task.finished"
+    # The run has ended: refused (exit 3) with the code on stderr.
+    late = baton("send", run_id, "too late", "--json")
+    assert late.returncode == 3 and json.loads(late.stderr)["error"]["code"] == "run_not_running"
+    missing = baton("close", "run_nope")
+    assert missing.returncode == 1 and missing.stderr == "baton: run_not_found: no run run_nope\n"
+
+
+def test_cancel_from_another_process_interrupts_a_long_command(baton: BatonCLI, repo: Path) -> None:
+    args = ("run", "go", "--repo", str(repo), "--scenario", "long-command", "--json")
+    running = baton.start(*args, "--allow", "Bash(sleep:*)", "--allow", "Bash(echo:*)")
+    try:
+        run_id = until_event(running, "command.started")["run_id"]
+        cancelled = baton("cancel", run_id, "--reason", "from elsewhere")
+        ended = baton.finish(running, timeout=30)
+    finally:
+        baton.stop([running])
+    assert cancelled.returncode == 0, cancelled.describe()
+    assert ended.returncode == 5, ended.describe()
+    stored = baton("logs", run_id, "--view", "acp").json_lines()
+    assert stored[-1]["payload"]["params"]["status"] == "cancelled"
+    taken = [entry["payload"]["params"] for entry in stored if entry["method"] == "_baton/inbox"]
+    assert [(note["kind"], note["payload"]) for note in taken] == [("cancel", {"reason": "from elsewhere"})]
+    assert not run_process_ids(run_id)
