@@ -6,8 +6,9 @@ use), noting the wall-clock time when it returns (its commit); the executing pro
 the run's inbox with ``InboxReader`` at the default ``inbox_poll_seconds`` (20 ms) while its
 ``SessionLog`` appends ~2,000 entries/s for the same run (a busy agent), and stamps the time each
 command is handed on. ``COMMANDS`` commands, 30–70 ms apart so that each one waits on its own.
-SQLite (WAL, the default store) and Postgres (``TemporaryPostgres``, polled the same way: no
-LISTEN/NOTIFY yet). Targets: p99 ≤ 50 ms on SQLite, ≤ 20 ms on Postgres.
+SQLite (WAL, the default store; polled) and Postgres (``TemporaryPostgres``, fsync on; the
+reader LISTENs and reads when NOTIFY names its run). Targets: p99 ≤ 50 ms on SQLite, ≤ 20 ms
+on Postgres.
 """
 
 from __future__ import annotations

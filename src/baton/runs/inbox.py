@@ -3,9 +3,13 @@
 Writers (``post_command``: the CLI, the Python API, the HTTP server) insert a row; the executing
 process polls the store (``InboxReader``, every ``inbox_poll_seconds``, 20 ms by default: a
 read, so an idle run never takes SQLite's write lock) and takes what is new in one
-``UPDATE … RETURNING``. Each taken command is logged as ``_baton/inbox {id, kind, payload}``
-(direction ``baton``) *before* it is acted on (``RunCommands.handle``); a command the run
-cannot take is logged as ``_baton/inbox_refused {id, kind, code, message}``.
+``UPDATE … RETURNING``. On Postgres it also LISTENs on ``baton_inbox`` (``Store.inbox_put``
+NOTIFYs the run id at commit) and reads at once when its run is named; polling, every
+``LISTENING_POLL_SECONDS`` then, only covers a lost listener connection.
+
+Each taken command is logged as ``_baton/inbox {id, kind, payload}`` (direction ``baton``)
+*before* it is acted on (``RunCommands.handle``); a command the run cannot take is logged as
+``_baton/inbox_refused {id, kind, code, message}``.
 
 | kind | payload | what the run does |
 |---|---|---|
@@ -28,6 +32,7 @@ from typing import Any, Final, Literal
 from baton.errors import BatonError, RefusedError, UsageError
 from baton.runs.executors import effective_status
 from baton.store import Store
+from baton.store._rundata import INBOX_CHANNEL
 
 __all__ = [
     "COMMAND_KINDS",
@@ -40,6 +45,7 @@ __all__ = [
 _log = logging.getLogger("baton.runs.inbox")
 
 COMMAND_KINDS: Final = ("cancel", "user_message", "close", "set_permission_mode")
+LISTENING_POLL_SECONDS: Final = 0.5  # Postgres, while LISTEN is up: a safety net only
 
 Note = Callable[[str, Any], object]
 
@@ -92,21 +98,26 @@ class InboxReader:
         self._taken_by = taken_by
         self._interval = interval
         self._on_command = on_command
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+        self._listening = False
 
     async def __aenter__(self) -> InboxReader:
-        if self._task is not None:
+        if self._tasks:
             raise RuntimeError("an InboxReader is entered once")
-        self._task = asyncio.create_task(self._poll(), name=f"baton-inbox-{self._run_id}")
+        self._tasks.append(asyncio.create_task(self._poll(), name=f"baton-inbox-{self._run_id}"))
+        if self._store.engine.dialect.name == "postgresql":
+            self._tasks.append(asyncio.create_task(self._listen(), name=f"baton-inbox-listen-{self._run_id}"))
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
     async def take(self) -> list[InboxCommand]:
         """What waits in the inbox, taken by this reader (a read first: nothing waits, no write)."""
@@ -117,6 +128,7 @@ class InboxReader:
 
     async def _poll(self) -> None:
         while True:
+            self._wake.clear()  # before the read: a NOTIFY during it wakes the next wait
             try:
                 commands = await self.take()
             except Exception as exc:  # a busy or unreachable store: try again next tick
@@ -124,7 +136,30 @@ class InboxReader:
                 commands = []
             for command in commands:
                 await self._on_command(command)
-            await asyncio.sleep(self._interval)
+            interval = max(self._interval, LISTENING_POLL_SECONDS) if self._listening else self._interval
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
+
+    async def _listen(self) -> None:
+        """Postgres: wake the reader when a NOTIFY names this run; on any failure, polling goes on."""
+        import psycopg  # the postgres extra: present whenever the store is on Postgres
+
+        url = self._store.engine.url.set(drivername="postgresql")
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                url.render_as_string(hide_password=False), autocommit=True
+            ) as connection:
+                await connection.execute(f"LISTEN {INBOX_CHANNEL}")
+                self._listening = True
+                self._wake.set()  # a command committed before LISTEN took effect: read now
+                async for notify in connection.notifies():
+                    if notify.payload == self._run_id:
+                        self._wake.set()
+        except psycopg.Error as exc:
+            _log.warning("LISTEN %s failed for %s (polling instead): %s", INBOX_CHANNEL, self._run_id, exc)
+        finally:
+            self._listening = False
 
 
 class RunCommands:

@@ -1,0 +1,73 @@
+"""``InboxReader`` on both backends: every command once, in order, soon after its commit.
+
+The writer is another ``Store`` (its own engine and connections), as another process has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from baton.errors import NotFoundError, RefusedError, UsageError
+from baton.runs.executors import this_executor_id
+from baton.runs.inbox import InboxCommand, InboxReader, post_command
+from baton.store import Store
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_commands_reach_the_reader_in_order_once_each(store_url: str) -> None:
+    reader_store = await asyncio.to_thread(Store.open, store_url)
+    writer_store = await asyncio.to_thread(Store.open, store_url)
+    received: list[tuple[InboxCommand, float]] = []
+    arrived = asyncio.Event()
+
+    async def on_command(command: InboxCommand) -> None:
+        received.append((command, time.monotonic()))
+        arrived.set()
+
+    async with reader_store, writer_store:
+        record = await writer_store.create_run(agent="claude")
+        await writer_store.update_run(record.id, status="running", executor_id=this_executor_id())
+        early = await post_command(writer_store, record.id, "set_permission_mode", {"permission_mode": "plan"})
+        # On Postgres the poll is slow on purpose: only the NOTIFY can make delivery quick.
+        interval = 0.02 if store_url.startswith("sqlite") else 30.0
+        async with InboxReader(reader_store, record.id, taken_by="reader", interval=interval, on_command=on_command):
+            await asyncio.wait_for(arrived.wait(), 10)  # a command written before the reader started
+            await asyncio.sleep(0.2)  # Postgres: LISTEN is up
+            written = []
+            for index in range(5):
+                arrived.clear()
+                written.append(time.monotonic())
+                await post_command(writer_store, record.id, "user_message", {"content": f"m{index}"})
+                await asyncio.wait_for(arrived.wait(), 5)
+        assert await writer_store.inbox_pending(record.id) == []
+    assert received[0][0].id == early
+    assert [command.payload.get("content") for command, _ in received[1:]] == [f"m{i}" for i in range(5)]
+    delays = [at - sent for (_, at), sent in zip(received[1:], written, strict=True)]
+    assert max(delays) < 1.0, delays
+
+
+async def test_post_command_refusals(store_url: str) -> None:
+    store = await asyncio.to_thread(Store.open, store_url)
+    async with store:
+        with pytest.raises(NotFoundError):
+            await post_command(store, "run_nope", "cancel", {})
+        record = await store.create_run(agent="claude")
+        with pytest.raises(UsageError):
+            await post_command(store, record.id, "reboot", {})
+        await store.update_run(record.id, status="running", executor_id="local:gone:0:1:2")
+        with pytest.raises(RefusedError) as nobody:
+            await post_command(store, record.id, "user_message", {"content": "hi"})
+        assert nobody.value.code == "run_not_running"
+        assert await post_command(store, record.id, "cancel", {}) > 0  # a resume takes it
+        await store.update_run(record.id, status="paused", executor_id=this_executor_id())
+        with pytest.raises(RefusedError) as paused:
+            await post_command(store, record.id, "user_message", {"content": "hi"})
+        assert paused.value.code == "run_paused"
+        await store.update_run(record.id, status="finished")
+        with pytest.raises(RefusedError) as ended:
+            await post_command(store, record.id, "close", {})
+        assert ended.value.code == "run_not_running"
