@@ -104,15 +104,23 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str | int]]:
     with ScriptedModelServer(scenario) as server:
         key = "scripted-" + secrets.token_hex(12)
         # Gemini CLI reads its endpoint from the environment only (baton passes these on).
-        os.environ["GOOGLE_GEMINI_BASE_URL"] = server.base_url
-        os.environ["GEMINI_API_KEY"] = key
-        yield {
-            "anthropic_base_url": server.base_url,
-            "anthropic_api_key": key,
-            "openai_base_url": server.base_url + "/v1",
-            "openai_api_key": key,
-            "model_max_retries": 0,  # a scripted API error fails the turn at once
-        }
+        gemini = {"GOOGLE_GEMINI_BASE_URL": server.base_url, "GEMINI_API_KEY": key}
+        saved = {name: os.environ.get(name) for name in gemini}
+        os.environ.update(gemini)
+        try:
+            yield {
+                "anthropic_base_url": server.base_url,
+                "anthropic_api_key": key,
+                "openai_base_url": server.base_url + "/v1",
+                "openai_api_key": key,
+                "model_max_retries": 0,  # a scripted API error fails the turn at once
+            }
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
