@@ -3,14 +3,16 @@ than the one executing the run (the real Claude Code against the scripted model)
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli._baton_cli import BatonCLI, Started
+from tests.cli._baton_cli import BatonCLI, Started, invoke_in_process
 
 from baton.agents.processes import run_process_ids
+from baton.store import Redactor, SessionLog, Store
 
 pytestmark = pytest.mark.claude
 
@@ -80,3 +82,29 @@ def test_cancel_from_another_process_interrupts_a_long_command(baton: BatonCLI, 
     taken = [entry["payload"]["params"] for entry in stored if entry["method"] == "_baton/inbox"]
     assert [(note["kind"], note["payload"]) for note in taken] == [("cancel", {"reason": "from elsewhere"})]
     assert not run_process_ids(run_id)
+
+
+def test_follow_ends_by_itself_when_the_runs_executor_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    run_id = asyncio.run(_killed_run(home))
+    followed = invoke_in_process(monkeypatch, home, "logs", run_id, "--follow", "--view", "acp")
+    assert followed.returncode == 0, followed.describe()
+    assert [entry["seq"] for entry in followed.json_lines()] == [1, 2, 3]
+    refused = invoke_in_process(monkeypatch, home, "send", run_id, "hello")
+    assert refused.returncode == 3 and "run_not_running" in refused.stderr
+    assert invoke_in_process(monkeypatch, home, "cancel", run_id).returncode == 0  # kept for a resume
+
+
+async def _killed_run(home: Path) -> str:
+    """A run recorded as running by a process that is gone, with three committed entries."""
+    home.mkdir(parents=True)
+    store = await asyncio.to_thread(Store.open, f"sqlite:///{home / 'baton.db'}")
+    async with store, SessionLog(store, Redactor()) as log:
+        record = await store.create_run(agent="claude")
+        await store.update_run(record.id, status="running", executor_id="local:elsewhere:0:1:2")
+        log.open_run(record.id)
+        for index in range(3):
+            log.append(record.id, "baton", "_baton/console", {"jsonrpc": "2.0", "params": {"n": index}})
+        await log.flush()
+        log.close_run(record.id)
+    return record.id
