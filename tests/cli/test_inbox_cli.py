@@ -100,7 +100,7 @@ async def _killed_run(home: Path) -> str:
     home.mkdir(parents=True)
     store = await asyncio.to_thread(Store.open, f"sqlite:///{home / 'baton.db'}")
     async with store, SessionLog(store, Redactor()) as log:
-        record = await store.create_run(agent="claude")
+        record = await store.create_run(agent="claude", run_mode="interactive")
         await store.update_run(record.id, status="running", executor_id="local:elsewhere:0:1:2")
         log.open_run(record.id)
         for index in range(3):

@@ -111,8 +111,12 @@ async def test_a_background_run_refuses_messages_and_close_in_its_log(settings: 
         async with Baton(configured) as baton:
             handle = await baton.start(RunSpec(prompt="go", repo=repo, allow=("Bash(sleep:*)", "Bash(echo:*)")))
             await _until_allowed(baton, handle)
-            await handle.send("more")
-            await handle.close()
+            with pytest.raises(RefusedError) as at_once:
+                await handle.send("more")
+            assert at_once.value.code == "run_not_interactive"
+            # What another writer (the HTTP server) queues anyway is refused in the log.
+            await baton.store.inbox_put(handle.run_id, "user_message", {"content": "more"})
+            await baton.store.inbox_put(handle.run_id, "close", {})
             await _until_note(baton, handle.run_id, "inbox_refused", 2)
             handle.cancel()
             await asyncio.wait_for(handle.wait(), 30)

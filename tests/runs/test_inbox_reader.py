@@ -29,7 +29,7 @@ async def test_commands_reach_the_reader_in_order_once_each(store_url: str) -> N
         arrived.set()
 
     async with reader_store, writer_store:
-        record = await writer_store.create_run(agent="claude")
+        record = await writer_store.create_run(agent="claude", run_mode="interactive")
         await writer_store.update_run(record.id, status="running", executor_id=this_executor_id())
         early = await post_command(writer_store, record.id, "set_permission_mode", {"permission_mode": "plan"})
         # On Postgres the poll is slow on purpose: only the NOTIFY can make delivery quick.
@@ -55,7 +55,12 @@ async def test_post_command_refusals(store_url: str) -> None:
     async with store:
         with pytest.raises(NotFoundError):
             await post_command(store, "run_nope", "cancel", {})
-        record = await store.create_run(agent="claude")
+        background = await store.create_run(agent="claude")
+        await store.update_run(background.id, status="running", executor_id=this_executor_id())
+        with pytest.raises(RefusedError) as not_interactive:
+            await post_command(store, background.id, "user_message", {"content": "hi"})
+        assert not_interactive.value.code == "run_not_interactive"
+        record = await store.create_run(agent="claude", run_mode="interactive")
         with pytest.raises(UsageError):
             await post_command(store, record.id, "reboot", {})
         await store.update_run(record.id, status="running", executor_id="local:gone:0:1:2")

@@ -67,7 +67,8 @@ async def post_command(store: Store, run_id: str, kind: str, payload: dict[str, 
 
     ``run_not_found``; ``run_not_running`` for a run that has ended, and for a message or a
     close to a run nobody executes (its executor is gone: nothing would act on it);
-    ``run_paused`` for a message while a gate is pending. ``cancel`` and
+    ``run_not_interactive`` for a message or a close to a background run; ``run_paused`` for a
+    message while a gate is pending. ``cancel`` and
     ``set_permission_mode`` are recorded for a run nobody executes: a resume acts on them.
     """
     if kind not in COMMAND_KINDS:
@@ -76,6 +77,8 @@ async def post_command(store: Store, run_id: str, kind: str, payload: dict[str, 
     if record.is_terminal:
         raise RefusedError("run_not_running", f"run {run_id} has ended ({record.status})")
     status = effective_status(record.status, record.executor_id, record.heartbeat_at)
+    if kind in ("user_message", "close") and record.run_mode != "interactive":
+        raise RefusedError("run_not_interactive", f"run {run_id} is a {record.run_mode} run: it takes no {kind}")
     if kind in ("user_message", "close") and status == "interrupted":
         raise RefusedError("run_not_running", f"no process executes run {run_id} (resume it first)")
     if kind == "user_message" and status == "paused":
