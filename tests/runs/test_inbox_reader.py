@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
 from baton.errors import NotFoundError, RefusedError, UsageError
 from baton.runs.executors import this_executor_id
-from baton.runs.inbox import InboxCommand, InboxReader, post_command
+from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, post_command
 from baton.store import Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,3 +77,45 @@ async def test_post_command_refusals(store_url: str) -> None:
         with pytest.raises(RefusedError) as ended:
             await post_command(store, record.id, "close", {})
         assert ended.value.code == "run_not_running"
+
+
+async def test_a_command_the_agent_fails_to_take_is_refused_in_the_log_and_the_next_is_taken() -> None:
+    notes: list[tuple[str, Any]] = []
+    modes: list[str] = []
+
+    async def set_mode(mode: str) -> None:
+        if mode == "plan":
+            raise ConnectionError("the agent is gone")
+        modes.append(mode)
+
+    commands = RunCommands(
+        run_mode="interactive",
+        note=lambda name, params: notes.append((name, params)),
+        cancel=lambda: None,
+        set_mode=set_mode,
+    )
+    await commands.handle(InboxCommand(1, "set_permission_mode", {"permission_mode": "plan"}))
+    await commands.handle(InboxCommand(2, "set_permission_mode", {"permission_mode": "acceptEdits"}))
+    await commands.handle(InboxCommand(3, "user_message", {"content": "next"}))
+    await commands.handle(InboxCommand(4, "close", {}))
+    await commands.handle(InboxCommand(5, "user_message", {"content": "after the close"}))
+    assert modes == ["acceptEdits"]
+    assert [name for name, _ in notes] == [
+        "inbox",
+        "inbox_refused",
+        "inbox",
+        "inbox",
+        "inbox",
+        "inbox",
+        "inbox_refused",
+    ]
+    assert notes[1][1] == {
+        "id": 1,
+        "kind": "set_permission_mode",
+        "code": "agent_error",
+        "message": "the agent is gone",
+    }
+    assert notes[-1][1]["code"] == "run_not_running"
+    assert await commands.next_prompt(1.0) == "next"
+    assert await commands.next_prompt(1.0) is None
+    assert notes[-1] == ("closed", {"reason": "close"})

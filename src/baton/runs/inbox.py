@@ -244,10 +244,12 @@ class RunCommands:
         try:
             await self._act(command)
         except BatonError as exc:
-            self._note(
-                "inbox_refused",
-                {"id": command.id, "kind": command.kind, "code": exc.code, "message": exc.message},
-            )
+            self._refused(command, exc.code, exc.message)
+        except Exception as exc:  # the agent failed to take it (session/set_mode): the run goes on
+            self._refused(command, "agent_error", str(exc) or type(exc).__name__)
+
+    def _refused(self, command: InboxCommand, code: str, message: str) -> None:
+        self._note("inbox_refused", {"id": command.id, "kind": command.kind, "code": code, "message": message})
 
     async def _act(self, command: InboxCommand) -> None:
         kind, payload = command.kind, command.payload
