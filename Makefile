@@ -23,7 +23,10 @@ $(AGENTS_STAMP): agents/package.json agents/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; } || \
 		{ echo "setup: install node and npm to install the pinned agents" >&2; exit 1; }
-	npm ci --prefix agents --no-audit --no-fund --loglevel=error
+	# `npm ci` refuses this lock (npm 11 leaves opencode's other-platform optional packages
+	# out of it); `npm install` installs exactly the locked versions and leaves the lock as is.
+	npm install --prefix agents --no-audit --no-fund --loglevel=error
+	git diff --quiet -- agents/package-lock.json || { echo "setup: npm changed agents/package-lock.json" >&2; exit 1; }
 	touch $(AGENTS_STAMP)
 
 # Codex runs every command in a bubblewrap sandbox; without bwrap its commands fail.
