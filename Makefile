@@ -26,7 +26,7 @@ $(AGENTS_STAMP): agents/package.json agents/package-lock.json
 	# `npm ci` refuses this lock (npm 11 leaves opencode's other-platform optional packages
 	# out of it); `npm install` installs exactly the locked versions and leaves the lock as is.
 	npm install --prefix agents --no-audit --no-fund --loglevel=error
-	git diff --quiet -- agents/package-lock.json || { echo "setup: npm changed agents/package-lock.json" >&2; exit 1; }
+	! git rev-parse --git-dir >/dev/null 2>&1 || git diff --quiet -- agents/package-lock.json || { echo "setup: npm changed agents/package-lock.json" >&2; exit 1; }
 	touch $(AGENTS_STAMP)
 
 # Codex runs every command in a bubblewrap sandbox; without bwrap its commands fail.
