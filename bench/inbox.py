@@ -69,7 +69,7 @@ async def _measure(url: str) -> list[float]:
             done.set()
 
     async with store, SessionLog(store, Redactor()) as log:
-        record = await store.create_run(agent="claude", model=None, permission_mode="default", run_mode="background")
+        record = await store.create_run(agent="claude", run_mode="interactive")
         await store.update_run(record.id, status="running", executor_id=this_executor_id())
         log.open_run(record.id)
         writer = await asyncio.create_subprocess_exec(

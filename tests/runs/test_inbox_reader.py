@@ -6,14 +6,16 @@ The writer is another ``Store`` (its own engine and connections), as another pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from baton.errors import NotFoundError, RefusedError, UsageError
 from baton.runs.executors import this_executor_id
-from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, post_command
+from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, _SqliteWatch, post_command
 from baton.store import Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -119,3 +121,36 @@ async def test_a_command_the_agent_fails_to_take_is_refused_in_the_log_and_the_n
     assert await commands.next_prompt(1.0) == "next"
     assert await commands.next_prompt(1.0) is None
     assert notes[-1] == ("closed", {"reason": "close"})
+
+
+async def test_runs_read_in_one_process_get_their_own_commands(store_url: str) -> None:
+    store = await asyncio.to_thread(Store.open, store_url)
+    received: dict[str, list[str]] = {"a": [], "b": []}
+    done = asyncio.Event()
+
+    def collect(name: str) -> Callable[[InboxCommand], Awaitable[None]]:
+        async def on_command(command: InboxCommand) -> None:
+            received[name].append(str(command.payload["content"]))
+            if sum(map(len, received.values())) == 6:
+                done.set()
+
+        return on_command
+
+    async with store:
+        runs = {}
+        for name in received:
+            record = await store.create_run(agent="claude", run_mode="interactive")
+            await store.update_run(record.id, status="running", executor_id=this_executor_id())
+            runs[name] = record.id
+        async with contextlib.AsyncExitStack() as stack:
+            for name, run_id in runs.items():
+                reader = InboxReader(store, run_id, taken_by="reader", interval=0.02, on_command=collect(name))
+                await stack.enter_async_context(reader)
+            if store_url.startswith("sqlite"):
+                assert len(_SqliteWatch._open) == 1  # one poll for both runs
+            for index in range(3):
+                for name, run_id in runs.items():
+                    await post_command(store, run_id, "user_message", {"content": f"{name}{index}"})
+            await asyncio.wait_for(done.wait(), 10)
+        assert _SqliteWatch._open == {}
+    assert received == {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}

@@ -1,14 +1,14 @@
 """A run's inbox: commands from any process, taken and acted on by the process executing the run.
 
 Writers (``post_command``: the CLI, the Python API, the HTTP server) insert a row; the executing
-process polls the store (``InboxReader``, every ``inbox_poll_seconds``, 20 ms by default: a
-read, so an idle run never takes SQLite's write lock) and takes what is new in one ``UPDATE …
-RETURNING``. On SQLite the read is one indexed query on a private read-only connection in the
-event loop's thread (WAL readers never wait on the writer): ~6 µs a read, ~2 % of a core per
-idle run at 20 ms (mostly the event loop waking up), against ~8 % through the store's thread
-pool. On Postgres it also LISTENs on ``baton_inbox`` (``Store.inbox_put`` NOTIFYs the run id at
-commit) and reads at once when its run is named; polling, every ``LISTENING_POLL_SECONDS`` then,
-only covers a lost listener connection.
+process reads it (``InboxReader``) and takes what is new in one ``UPDATE … RETURNING``. On
+SQLite one watch per database file polls for every run read in the process (every
+``inbox_poll_seconds``, 20 ms by default): one indexed read of the ids above the last one seen,
+on a private read-only connection in the event loop's thread (WAL readers never wait on the
+writer, and an idle run never takes the write lock), and it wakes the readers of the runs named.
+On Postgres each reader LISTENs on ``baton_inbox`` (``Store.inbox_put`` NOTIFYs the run id at
+commit). Either way a reader also reads every ``FALLBACK_POLL_SECONDS``, which only matters if a
+wake-up was lost.
 
 Each taken command is logged as ``_baton/inbox {id, kind, payload}`` (direction ``baton``)
 *before* it is acted on (``RunCommands.handle``); a command the run cannot take is logged as
@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from baton.errors import BatonError, NotFoundError, RefusedError, UsageError
 from baton.runs.executors import effective_status
@@ -50,7 +50,7 @@ __all__ = [
 _log = logging.getLogger("baton.runs.inbox")
 
 COMMAND_KINDS: Final = ("cancel", "user_message", "close", "set_permission_mode")
-LISTENING_POLL_SECONDS: Final = 0.5  # Postgres, while LISTEN is up: a safety net only
+FALLBACK_POLL_SECONDS: Final = 0.5  # a reader woken by a watch (SQLite) or a NOTIFY (Postgres) still reads this often
 
 Note = Callable[[str, Any], object]
 
@@ -109,14 +109,15 @@ class InboxReader:
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._listening = False
-        self._probe: _SqliteProbe | None = None
+        self._watch: _SqliteWatch | None = None
+        self._run_key = 0
 
     async def __aenter__(self) -> InboxReader:
         if self._tasks:
             raise RuntimeError("an InboxReader is entered once")
         url = self._store.engine.url
         if url.get_backend_name() == "sqlite" and url.database:
-            self._probe = await asyncio.to_thread(_SqliteProbe.open, url.database, self._run_id)
+            self._watch, self._run_key = await _SqliteWatch.join(url.database, self._run_id, self._wake, self._interval)
         self._tasks.append(asyncio.create_task(self._poll(), name=f"baton-inbox-{self._run_id}"))
         if self._store.engine.dialect.name == "postgresql":
             self._tasks.append(asyncio.create_task(self._listen(), name=f"baton-inbox-listen-{self._run_id}"))
@@ -130,12 +131,12 @@ class InboxReader:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._probe is not None:
-            self._probe.close()
+        if self._watch is not None:
+            await self._watch.leave(self._run_key, self._wake)
 
     async def take(self) -> list[InboxCommand]:
         """What waits in the inbox, taken by this reader (a read first: nothing waits, no write)."""
-        waiting = self._probe.waiting() if self._probe is not None else None
+        waiting = self._watch.waiting(self._run_key) if self._watch is not None else None
         if waiting is None:  # Postgres, or SQLite was busy: through the store
             waiting = bool(await self._store.inbox_pending(self._run_id))
         if not waiting:
@@ -153,7 +154,8 @@ class InboxReader:
                 commands = []
             for command in commands:
                 await self._on_command(command)
-            interval = max(self._interval, LISTENING_POLL_SECONDS) if self._listening else self._interval
+            woken = self._listening or self._watch is not None
+            interval = max(self._interval, FALLBACK_POLL_SECONDS) if woken else self._interval
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await self._wake.wait()
@@ -179,42 +181,94 @@ class InboxReader:
             self._listening = False
 
 
-class _SqliteProbe:
-    """Whether a run's inbox holds untaken commands, read from SQLite without a thread hop."""
+class _SqliteWatch:
+    """SQLite: one poll per database file (and event loop) for every run read in this process.
 
-    # The store's schema (baton.store.tables): inbox(run_key, taken_at) is indexed.
-    _QUERY: Final = "SELECT EXISTS(SELECT 1 FROM inbox WHERE run_key = ? AND taken_at IS NULL)"
+    Each tick reads the inbox ids above the last one seen (the primary key: as cheap however
+    long the table grows; SQLite commits writers one at a time, so ids grow in commit order) on
+    a private read-only connection in the loop's thread, and wakes the readers of their runs.
+    """
 
-    def __init__(self, connection: sqlite3.Connection, run_key: int) -> None:
+    _open: ClassVar[dict[tuple[int, str], _SqliteWatch]] = {}
+
+    def __init__(self, key: tuple[int, str], connection: sqlite3.Connection, last_id: int, interval: float) -> None:
+        self._key = key
         self._connection = connection
-        self._run_key = run_key
+        self._last_id = last_id
+        self._interval = interval
+        self._readers: dict[int, set[asyncio.Event]] = {}
+        self._task = asyncio.create_task(self._poll(), name="baton-inbox-watch")
 
     @classmethod
-    def open(cls, path: str, run_id: str) -> _SqliteProbe:
-        # Autocommit: each query is its own read transaction and sees every commit before it.
-        connection = sqlite3.connect(
-            Path(path).resolve().as_uri() + "?mode=ro",
-            uri=True,
-            isolation_level=None,
-            check_same_thread=False,
-            timeout=0.05,
-        )
-        row = connection.execute("SELECT run_key FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            connection.close()
-            raise NotFoundError("run_not_found", f"no run {run_id}")
-        return cls(connection, int(row[0]))
-
-    def waiting(self) -> bool | None:
-        """True or False; None when SQLite is busy (the caller asks the store instead)."""
+    async def join(cls, path: str, run_id: str, wake: asyncio.Event, interval: float) -> tuple[_SqliteWatch, int]:
+        """The watch of ``path`` (started if needed) and the run's key; ``wake`` is set on news."""
+        key = (id(asyncio.get_running_loop()), str(Path(path).resolve()))
+        connection: sqlite3.Connection | None = await asyncio.to_thread(_read_only, path)
+        assert connection is not None
         try:
-            row = self._connection.execute(self._QUERY, (self._run_key,)).fetchone()
+            row = connection.execute("SELECT run_key FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise NotFoundError("run_not_found", f"no run {run_id}")
+            watch = cls._open.get(key)
+            if watch is None:
+                (last_id,) = connection.execute("SELECT COALESCE(MAX(id), 0) FROM inbox").fetchone()
+                watch = cls._open[key] = cls(key, connection, int(last_id), interval)
+                connection = None  # the watch's now
+        finally:
+            if connection is not None:
+                connection.close()
+        run_key = int(row[0])
+        watch._interval = min(watch._interval, interval)
+        watch._readers.setdefault(run_key, set()).add(wake)
+        return watch, run_key
+
+    async def leave(self, run_key: int, wake: asyncio.Event) -> None:
+        readers = self._readers.get(run_key, set())
+        readers.discard(wake)
+        if not readers:
+            self._readers.pop(run_key, None)
+        if self._readers or self._open.get(self._key) is not self:
+            return
+        del self._open[self._key]
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._connection.close()
+
+    def waiting(self, run_key: int) -> bool | None:
+        """Whether the run has untaken commands; None when SQLite is busy (ask the store)."""
+        query = "SELECT EXISTS(SELECT 1 FROM inbox WHERE run_key = ? AND taken_at IS NULL)"
+        try:
+            row = self._connection.execute(query, (run_key,)).fetchone()
         except sqlite3.OperationalError:
             return None
         return bool(row[0])
 
-    def close(self) -> None:
-        self._connection.close()
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                rows = self._connection.execute(
+                    "SELECT id, run_key FROM inbox WHERE id > ? ORDER BY id", (self._last_id,)
+                ).fetchall()
+            except sqlite3.OperationalError:  # busy: the next tick
+                continue
+            for inbox_id, run_key in rows:
+                self._last_id = max(self._last_id, int(inbox_id))
+                for wake in self._readers.get(int(run_key), ()):
+                    wake.set()
+
+
+def _read_only(path: str) -> sqlite3.Connection:
+    # Autocommit: each query is its own read transaction and sees every commit before it.
+    # The store's schema (baton.store.tables): inbox(id) is the key, inbox(run_key, taken_at) indexed.
+    return sqlite3.connect(
+        Path(path).resolve().as_uri() + "?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=0.05,
+    )
 
 
 class RunCommands:
