@@ -416,6 +416,20 @@ def claude_session_file(agent_home: Path, session_id: str) -> Path | None:
     if not projects.is_dir():
         return None
     for candidate in projects.glob(f"*/{session_id}.jsonl"):
-        if candidate.is_file() and candidate.stat().st_size > 0:
+        if candidate.is_file() and _holds_a_conversation(candidate):
             return candidate
     return None
+
+
+def _holds_a_conversation(transcript: Path) -> bool:
+    """Whether Claude Code can resume from it: a resume killed while Claude Code was forking
+    leaves a file with only bookkeeping lines, and Claude then finds "no conversation"."""
+    with transcript.open("rb") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("type") in ("user", "assistant"):
+                return True
+    return False

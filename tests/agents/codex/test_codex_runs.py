@@ -76,6 +76,14 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
     claude, codex = await asyncio.gather(
         _claude(runs[0][0], scenario, runs[0][1]), _codex(runs[1][0], scenario, runs[1][1])
     )
+    if "command.started" in codex.types() and "command.finished" not in codex.types():
+        # Codex 0.16 sometimes ends its turn without completing a fast piped command (no
+        # completion update at all; seen ~1 run in 3 under load, docs/agents.md). One more try
+        # in a fresh home tells that race from a baton bug, which would fail both times.
+        retry = tmp_path / "codex-again"
+        repo = make_git_repo(copy_sample_repo(retry / "repo") if sample else retry / "repo", {"README.md": "# r\n"})
+        settings = Settings.load({"BATON_HOME": str(retry / "home"), "PATH": os.environ["PATH"]})
+        codex = await _codex(settings, scenario, RunSpec(prompt="go", repo=repo, permission_mode=mode, allow=allow))
     # Claude Code also reports an API error as an agent message ("API Error: 500 …"); Codex does not.
     expected = [e["type"] for e in claude.events if "API Error" not in str(e["data"].get("text", ""))]
     # Snapshots are captured in the background after an edit: where they land is timing, not the agent.
