@@ -1,0 +1,157 @@
+"""baton.gates.kinds: which calls are questions or plan reviews, and what a decision tells the agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from baton.gates import ToolCall
+from baton.gates.kinds import AgentAnswer, answer_for_agent, answers_by_question, gate_for_call, plan_text
+
+QUESTIONS: list[dict[str, Any]] = [
+    {
+        "question": "Which database should I use?",
+        "header": "Database",
+        "multiSelect": False,
+        "options": [{"label": "Postgres", "description": "a server"}, {"label": "SQLite", "description": "a file"}],
+    },
+    {
+        "question": "Which extras?",
+        "header": "Extras",
+        "multiSelect": True,
+        "options": [{"label": "Caching", "description": "c"}, {"label": "Metrics"}],
+    },
+]
+
+
+@dataclass(frozen=True)
+class Gate:
+    kind: str
+    status: str
+    decision: dict[str, Any] | None
+    questions: list[Any] | None = None
+    plan: str | None = None
+
+
+def ask(questions: Any = QUESTIONS) -> ToolCall:
+    return ToolCall("AskUserQuestion", {"questions": questions}, "toolu_q")
+
+
+def test_a_question_is_a_question_gate_with_the_questions_copied() -> None:
+    shape = gate_for_call(ask())
+    assert shape is not None and shape.kind == "question" and shape.plan is None
+    assert shape.summary == "2 question(s): Database, Extras"
+    assert shape.questions == [
+        {**QUESTIONS[0]},
+        {
+            **QUESTIONS[1],
+            "options": [{"label": "Caching", "description": "c"}, {"label": "Metrics", "description": ""}],
+        },
+    ]
+    assert shape.questions is not QUESTIONS  # a copy: the stored gate never aliases the call
+
+
+def test_a_question_without_a_usable_shape_is_left_to_the_policy() -> None:
+    assert gate_for_call(ask([])) is None
+    assert gate_for_call(ask("which?")) is None
+    assert gate_for_call(ask([{"question": "Q", "options": [{"description": "no label"}]}])) is None
+    assert gate_for_call(ask([{"header": "H", "options": []}])) is None
+
+
+def test_a_header_defaults_to_the_question_and_multiselect_to_false() -> None:
+    shape = gate_for_call(ask([{"question": "Go on?", "options": [{"label": "Yes"}]}]))
+    assert shape is not None and shape.questions == [
+        {
+            "question": "Go on?",
+            "header": "Go on?",
+            "options": [{"label": "Yes", "description": ""}],
+            "multiSelect": False,
+        }
+    ]
+
+
+def test_exit_plan_mode_is_a_plan_review_with_its_plan() -> None:
+    shape = gate_for_call(ToolCall("ExitPlanMode", {"plan": "# Plan\n\n1. do A\n2. do B"}, "toolu_p", "switch_mode"))
+    assert shape is not None and shape.kind == "plan_review"
+    assert shape.plan == "# Plan\n\n1. do A\n2. do B" and shape.summary == "Plan"
+    empty = gate_for_call(ToolCall("ExitPlanMode", {}, "toolu_p"))
+    assert empty is not None and empty.plan == "" and empty.summary == "Review the plan"
+
+
+def test_an_acp_mode_switch_after_a_plan_is_a_plan_review() -> None:
+    call = ToolCall("other", {}, "call_1", "switch_mode")
+    assert gate_for_call(call) is None  # no plan was sent: a plain tool call
+    entries = [{"content": "read the code", "status": "completed"}, {"content": "fix add"}]
+    shape = gate_for_call(call, last_plan=plan_text(entries))
+    assert shape is not None and shape.kind == "plan_review"
+    assert shape.plan == "- [completed] read the code\n- [pending] fix add"
+
+
+def test_other_calls_are_tool_calls() -> None:
+    assert gate_for_call(ToolCall("Bash", {"command": "ls"}, "t", "execute")) is None
+    assert gate_for_call(ToolCall("Write", {"file_path": "a", "content": ""}, "t", "edit"), last_plan="x") is None
+
+
+def test_an_answered_question_allows_the_call_with_answers_keyed_by_question_text() -> None:
+    decision = {
+        "decision": "answer",
+        "answers": [
+            {"header": "Database", "selected": ["SQLite"]},
+            {"header": "Extras", "selected": ["Caching", "Metrics"], "note": "  keep it small "},
+        ],
+    }
+    answer = answer_for_agent(Gate("question", "answered", decision, QUESTIONS), ask())
+    assert answer.allow and not answer.interrupt and answer.mode is None
+    assert answer.updated_input == {
+        "questions": QUESTIONS,
+        "answers": {"Which database should I use?": "SQLite", "Which extras?": "Caching, Metrics — keep it small"},
+    }
+
+
+def test_free_text_only_answers_with_the_note() -> None:
+    assert answers_by_question(QUESTIONS, [{"header": "Database", "selected": [], "note": "DuckDB"}]) == {
+        "Which database should I use?": "DuckDB"
+    }
+    # the question's text names it as well as its header; unknown headers are dropped
+    assert answers_by_question(QUESTIONS, [{"header": "Which extras?", "selected": ["Metrics"]}, {"header": "x"}]) == {
+        "Which extras?": "Metrics"
+    }
+
+
+def test_an_unanswered_question_is_a_denial_that_says_why() -> None:
+    expired = Gate("question", "denied", {"reason": "timeout"}, QUESTIONS)
+    answer = answer_for_agent(expired, ask())
+    assert answer == AgentAnswer(False, None, "The user did not answer the questions (timeout).", reason="timeout")
+    cancelled = Gate("question", "denied", {"decision": "deny", "reason": "cancelled", "interrupt": True}, QUESTIONS)
+    assert answer_for_agent(cancelled, ask()).interrupt is True
+
+
+def test_plan_approve_edit_reject() -> None:
+    call = ToolCall("ExitPlanMode", {"plan": "1. A"}, "toolu_p")
+    approved = answer_for_agent(Gate("plan_review", "approved", {"decision": "approve"}, plan="1. A"), call)
+    assert approved.allow and approved.updated_input is None and approved.mode == "default"
+    to_accept = Gate("plan_review", "approved", {"decision": "approve", "mode": "acceptEdits"}, plan="1. A")
+    assert answer_for_agent(to_accept, call).mode == "acceptEdits"
+    edited = answer_for_agent(
+        Gate("plan_review", "approved", {"decision": "edit", "edited_plan": "1. C only"}, plan="1. A"), call
+    )
+    assert edited.allow and edited.updated_input == {"plan": "1. C only"} and edited.mode == "default"
+    rejected = answer_for_agent(
+        Gate("plan_review", "denied", {"decision": "reject", "reason": "too risky"}, plan="1. A"), call
+    )
+    assert not rejected.allow and rejected.mode is None and not rejected.interrupt
+    assert rejected.message == "The user rejected the plan: too risky. Keep planning; do not start the work."
+
+
+def test_a_tool_gate_answer_carries_the_updated_input() -> None:
+    call = ToolCall("Bash", {"command": "rm -rf build"}, "t")
+    approved = Gate("tool", "approved", {"decision": "approve", "updated_input": {"command": "rm -rf build/tmp"}})
+    assert answer_for_agent(approved, call).updated_input == {"command": "rm -rf build/tmp"}
+    denied = answer_for_agent(Gate("tool", "denied", {"decision": "deny", "reason": "no", "interrupt": True}), call)
+    assert (denied.allow, denied.interrupt, denied.message) == (False, True, "Denied by the user: no.")
+
+
+def test_an_undecided_gate_never_allows() -> None:
+    for status in ("pending", "superseded"):
+        answer = answer_for_agent(Gate("question", status, None, QUESTIONS), ask())
+        assert not answer.allow and answer.reason == "not_decided"
