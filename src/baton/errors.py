@@ -10,7 +10,7 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
-    │                         run_not_resumable,
+    │                         run_not_resumable, run_exists,
     │                         rate_limited, body_too_large, sse_limit
     ├── NotFoundError         run_not_found, gate_not_found, snapshot_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -18,7 +18,8 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
     │                         plan_edit_invalid
-    ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large
+    ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
+    │                         archive_corrupt, archive_version_unsupported
     └── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
                               token_audience, token_algorithm, token_kid, scope_missing
 """
@@ -86,6 +87,7 @@ class RefusedError(BatonError):
             "run_paused",
             "run_ended",
             "run_not_resumable",
+            "run_exists",
             "rate_limited",
             "body_too_large",
             "sse_limit",
@@ -118,7 +120,15 @@ class GateError(BatonError):
 
 
 class WorkspaceError(BatonError):
-    family_codes = frozenset({"path_outside_workspace", "archive_unsafe_entry", "archive_too_large"})
+    family_codes = frozenset(
+        {
+            "path_outside_workspace",
+            "archive_unsafe_entry",
+            "archive_too_large",
+            "archive_corrupt",
+            "archive_version_unsupported",
+        }
+    )
 
 
 class AuthError(BatonError):

@@ -84,5 +84,5 @@ def test_errors_have_their_codes_and_exit_statuses(tmp_path: Path, monkeypatch: 
     hostile = tmp_path / "hostile.tar.gz"
     hostile.write_bytes(b"not an archive")
     refused = invoke_in_process(monkeypatch, home, "restore", "--archive", str(hostile), "--to", str(tmp_path / "t"))
-    assert refused.returncode == 1 and "archive_unsafe_entry" in refused.stderr
+    assert refused.returncode == 1 and "archive_corrupt" in refused.stderr
     assert not (tmp_path / "t").exists()

@@ -237,6 +237,12 @@ def _device(name: str, kind: bytes) -> tarfile.TarInfo:
     return info
 
 
+def _cut_short(path: Path) -> Path:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
 def _bomb(path: Path, size: int) -> Path:
     zeros = b"\0" * size
     return _write(path, _manifest({"zeros.bin": zeros}), [("zeros.bin", zeros)])
@@ -288,7 +294,15 @@ HOSTILE: dict[str, tuple[str, Any]] = {
         lambda p: _write(p, _manifest({".git/hooks/x": b"x"}), [(".git/hooks/x", b"x")]),
     ),
     "not_json": ("archive_unsafe_entry", lambda p: _write(p, b"{not json", [])),
-    "not_gzip": ("archive_unsafe_entry", lambda p: (p.write_bytes(b"plain text, not an archive"), p)[1]),
+    "not_gzip": ("archive_corrupt", lambda p: (p.write_bytes(b"plain text, not an archive"), p)[1]),
+    "cut_short": (
+        "archive_corrupt",
+        lambda p: _cut_short(_write(p, _manifest({"a.txt": b"a" * 5000}), [("a.txt", b"a" * 5000)])),
+    ),
+    "other_version": (
+        "archive_version_unsupported",
+        lambda p: _write(p, {**_manifest({}), "format": "baton-snapshot/9"}, []),
+    ),
     "manifest_claims_too_much": (
         "archive_too_large",
         lambda p: _write(

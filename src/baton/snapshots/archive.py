@@ -17,7 +17,12 @@ archive has been read once and found consistent and bounded. Refused with
 hard links, devices, FIFOs, members the manifest does not list (or lists differently),
 sizes or hashes that differ from the manifest. Refused with ``archive_too_large``: more than
 ``max_total_bytes`` uncompressed, more than ``max_entries`` members, or a compression ratio
-above ``max_ratio`` once past ``ratio_floor_bytes`` (a decompression bomb).
+above ``max_ratio`` once past ``ratio_floor_bytes`` (a decompression bomb). A file that is not
+a gzip tar, or one cut short, is ``archive_corrupt``; a manifest of the expected kind in another
+version (``baton-snapshot/2``) is ``archive_version_unsupported``.
+
+The same reader checks run exports (:mod:`baton.runs.handoff`): ``expected_format`` names the
+manifest's ``format``.
 """
 
 from __future__ import annotations
@@ -201,6 +206,10 @@ def _too_large(message: str) -> WorkspaceError:
     return WorkspaceError("archive_too_large", message)
 
 
+def _corrupt(message: str) -> WorkspaceError:
+    return WorkspaceError("archive_corrupt", message)
+
+
 def check_relative(path: str, what: str = "entry") -> str:
     """``path`` if it is a clean relative path inside the root, else ``archive_unsafe_entry``."""
     if not isinstance(path, str) or not path:
@@ -223,13 +232,20 @@ def _check_link(path: str, target: str) -> None:
         raise _unsafe(f"symlink {path!r} points to {target!r}, outside the root")
 
 
-def parse_manifest(data: bytes) -> Manifest:
+def parse_manifest(data: bytes, expected_format: str = ARCHIVE_FORMAT) -> Manifest:
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _unsafe(f"{MANIFEST_NAME} is not JSON: {exc}") from exc
-    if not isinstance(raw, dict) or raw.get("format") != ARCHIVE_FORMAT:
-        raise _unsafe(f"{MANIFEST_NAME} is not a {ARCHIVE_FORMAT} manifest")
+    found = raw.get("format") if isinstance(raw, dict) else None
+    if found != expected_format:
+        kind = expected_format.partition("/")[0] + "/"
+        if isinstance(found, str) and found.startswith(kind):
+            raise WorkspaceError(
+                "archive_version_unsupported", f"{MANIFEST_NAME} is {found!r}; this baton reads {expected_format!r}"
+            )
+        raise _unsafe(f"{MANIFEST_NAME} is not a {expected_format} manifest")
+    assert isinstance(raw, dict)
     try:
         files = tuple(
             ManifestFile(check_relative(f["path"]), int(f["size"]), str(f["sha256"]), str(f["mode"]))
@@ -273,7 +289,9 @@ class Member:
     link_target: str | None = None
 
 
-def iter_members(path: Path, limits: ArchiveLimits | None = None) -> Iterator[Manifest | Member]:
+def iter_members(
+    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str = ARCHIVE_FORMAT
+) -> Iterator[Manifest | Member]:
     """The manifest, then every member, each checked against it; raises on the first problem.
 
     Nothing is written. Consume it to the end to know the archive is sound: the last checks
@@ -289,7 +307,7 @@ def iter_members(path: Path, limits: ArchiveLimits | None = None) -> Iterator[Ma
             unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
             tar = tarfile.open(fileobj=unzipped, mode="r|", encoding="utf-8")  # noqa: SIM115 (closed below)
         except (tarfile.TarError, OSError, EOFError) as exc:
-            raise _unsafe(f"not a gzip tar archive: {exc}") from exc
+            raise _corrupt(f"not a gzip tar archive: {exc}") from exc
         total = 0
         entries = 0
         try:
@@ -300,7 +318,7 @@ def iter_members(path: Path, limits: ArchiveLimits | None = None) -> Iterator[Ma
                 if first.size > _MAX_MANIFEST_BYTES:
                     raise _too_large(f"{MANIFEST_NAME} is {first.size} bytes")
                 extracted = tar.extractfile(first)
-                manifest = parse_manifest(extracted.read() if extracted else b"")
+                manifest = parse_manifest(extracted.read() if extracted else b"", expected_format)
                 if manifest.total_bytes > limits.max_total_bytes:
                     raise _too_large(
                         f"the manifest lists {manifest.total_bytes} bytes (limit {limits.max_total_bytes})"
@@ -353,7 +371,7 @@ def iter_members(path: Path, limits: ArchiveLimits | None = None) -> Iterator[Ma
                 if missing:
                     raise _unsafe(f"the manifest lists files the archive lacks: {sorted(missing)[:10]}")
         except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise _unsafe(f"the archive is corrupt: {exc}") from exc
+            raise _corrupt(f"the archive is corrupt or cut short: {exc}") from exc
 
 
 def _check_ratio(uncompressed: int, compressed_read: int, limits: ArchiveLimits) -> None:
@@ -366,10 +384,12 @@ def _check_ratio(uncompressed: int, compressed_read: int, limits: ArchiveLimits)
         )
 
 
-def verify_archive(path: Path, limits: ArchiveLimits | None = None) -> Manifest:
+def verify_archive(
+    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str = ARCHIVE_FORMAT
+) -> Manifest:
     """Read the whole archive once without writing anything; its manifest if it is sound."""
     manifest: Manifest | None = None
-    for item in iter_members(path, limits):
+    for item in iter_members(path, limits, expected_format=expected_format):
         if isinstance(item, Manifest):
             manifest = item
     assert manifest is not None
