@@ -129,7 +129,7 @@ def test_an_unanswered_question_is_a_denial_that_says_why() -> None:
 def test_plan_approve_edit_reject() -> None:
     call = ToolCall("ExitPlanMode", {"plan": "1. A"}, "toolu_p")
     approved = answer_for_agent(Gate("plan_review", "approved", {"decision": "approve"}, plan="1. A"), call)
-    assert approved.allow and approved.updated_input is None and approved.mode == "default"
+    assert approved.allow and approved.updated_input == {"plan": "1. A"} and approved.mode == "default"
     to_accept = Gate("plan_review", "approved", {"decision": "approve", "mode": "acceptEdits"}, plan="1. A")
     assert answer_for_agent(to_accept, call).mode == "acceptEdits"
     edited = answer_for_agent(

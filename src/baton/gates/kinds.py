@@ -16,8 +16,15 @@ takes each answer (measured on Claude Code 2.1.332, see docs/gates.md):
   tool result the model reads is ``Your questions have been answered: "Q"="A", …``. Keys must
   be the question's text (a header as key reads as "The user did not answer the questions"),
   and an allow without ``answers`` falls through to ``can_use_tool``.
-- ``ExitPlanMode``: allow (the mode leaves ``plan``), allow with ``updatedInput.plan`` = the
-  edited plan, or deny with the reason (the model stays in plan mode and reads the reason).
+- ``ExitPlanMode`` exists only while Claude itself is in ``plan`` mode (otherwise it fails
+  before any hook: "You are not in plan mode"). Its input reaches the hook as ``{plan,
+  planFilePath}``, the plan read from the plan file the model wrote. Approve: allow with the
+  input unchanged (a bare allow falls through to ``can_use_tool``); Claude leaves ``plan`` for
+  the mode it had before and the model reads "User has approved your plan … ## Approved Plan:".
+  Edit: the hook's ``updatedInput.plan`` is ignored (Claude re-reads the file), so the adapter
+  leaves the call undecided and answers ``can_use_tool`` with the edited input; the model reads
+  "## Approved Plan (edited by user):" and the edit is saved to the plan file. Reject: deny
+  with the reason; the model stays in plan mode and reads the reason.
 """
 
 from __future__ import annotations
@@ -138,7 +145,9 @@ def answer_for_agent(gate: DecidedGate, call: ToolCall) -> AgentAnswer:
         if decision.get("decision") == "edit":
             edited = str(decision.get("edited_plan") or "")
             return AgentAnswer(True, {**data, "plan": edited}, "the plan was edited", mode=mode, reason="human")
-        return AgentAnswer(True, None, "the plan was approved", mode=mode, reason="human")
+        # Claude Code runs ExitPlanMode only with an input from the hook (a bare allow reaches
+        # can_use_tool): the approval hands the input back unchanged.
+        return AgentAnswer(True, data, "the plan was approved", mode=mode, reason="human")
     updated = decision.get("updated_input")
     return AgentAnswer(
         True, dict(updated) if isinstance(updated, dict) else None, "approved by the user", reason="human"
