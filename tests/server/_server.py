@@ -63,7 +63,7 @@ class RunningServer:
 def running_server(settings: Settings, config: ServerConfig | None = None) -> Iterator[RunningServer]:
     config = config or ServerConfig()
     app = create_app(settings, config)
-    server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning")
+    server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning", max_header_bytes=config.max_header_bytes)
     loop = asyncio.new_event_loop()
     failure: list[BaseException] = []
 

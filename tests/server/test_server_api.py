@@ -12,6 +12,7 @@ from tests.server._server import RunningServer, running_server
 
 from baton.config import Settings
 from baton.errors import CODES, UsageError
+from baton.runs.executors import this_executor_id
 from baton.server import HTTP_STATUS, ServerConfig, create_app
 from baton.store import RunRecord
 
@@ -187,23 +188,59 @@ def test_json_rpc_errors_come_back_with_http_200(server: RunningServer, client: 
     assert not_object["error"]["code"] == -32602  # type: ignore[index]
 
 
-def test_commands_for_runs_this_server_does_not_execute(server: RunningServer, client: httpx.Client) -> None:
-    running = stored_run(server, status="running")
-    url = f"/v1/runs/{running.id}/command"
-    queued = client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "user_message", "params": {"content": "hi"}})
-    assert queued.json()["result"]["status"] == "queued"
+def test_commands_go_through_the_inbox_and_its_refusals(server: RunningServer, client: httpx.Client) -> None:
+    """Every command is ``post_command``: queued in the durable inbox, or refused with its code."""
+    executor = this_executor_id()  # the run looks executed by a live process (this one)
+
+    def run(status: str, run_mode: str = "interactive") -> RunRecord:
+        async def make() -> RunRecord:
+            store = server.baton.store
+            record = await store.create_run(agent="claude", owner="local", repo="/tmp/x", run_mode=run_mode)
+            return await store.update_run(record.id, status=status, executor_id=executor)
+
+        return server.call(make)
+
+    def command(record: RunRecord, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
+        body: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": method}
+        if params is not None:
+            body["params"] = params
+        response = client.post(f"/v1/runs/{record.id}/command", json=body)
+        assert response.status_code == 200, response.text
+        reply: dict[str, object] = response.json()
+        return reply
+
+    def refusal(reply: dict[str, object]) -> str:
+        error = reply["error"]
+        assert isinstance(error, dict) and error["code"] == -32000, reply
+        return str(error["data"]["code"])
+
+    running = run("running")
+    queued = command(running, "user_message", {"content": "hi"})
+    assert queued["result"] == {"status": "queued", "inbox_id": queued["result"]["inbox_id"]}  # type: ignore[index]
+    assert command(running, "set_permission_mode", {"permission_mode": "plan"})["result"]["status"] == "queued"  # type: ignore[index]
+    assert command(running, "cancel", {"reason": "enough"})["result"]["status"] == "queued"  # type: ignore[index]
     pending = server.call(lambda: server.baton.store.inbox_pending(running.id))
-    assert [(item["kind"], item["payload"]) for item in pending] == [("user_message", {"content": "hi"})]
-    ended = stored_run(server, status="finished")
-    refused = client.post(f"/v1/runs/{ended.id}/command", json={"jsonrpc": "2.0", "id": 1, "method": "cancel"})
-    assert refused.status_code == 200
-    error = refused.json()["error"]
-    assert error["code"] == -32000 and error["data"]["code"] == "run_not_running"
-    paused = stored_run(server, status="paused")
-    message = {"jsonrpc": "2.0", "id": 1, "method": "user_message", "params": {"content": "hi"}}
-    assert client.post(f"/v1/runs/{paused.id}/command", json=message).json()["error"]["data"]["code"] == "run_paused"
-    notification = client.post(url, json={"jsonrpc": "2.0", "method": "close"})
-    assert notification.status_code == 204
+    assert [(item["kind"], item["payload"]) for item in pending] == [
+        ("user_message", {"content": "hi"}),
+        ("set_permission_mode", {"permission_mode": "plan"}),
+        ("cancel", {"reason": "enough"}),
+    ]
+    notification = client.post(f"/v1/runs/{running.id}/command", json={"jsonrpc": "2.0", "method": "close"})
+    assert notification.status_code == 204 and notification.content == b""
+    background = run("running", run_mode="background")
+    assert refusal(command(background, "user_message", {"content": "hi"})) == "run_not_interactive"
+    assert refusal(command(background, "close")) == "run_not_interactive"
+    assert refusal(command(run("finished"), "cancel")) == "run_not_running"
+    assert refusal(command(run("paused"), "user_message", {"content": "hi"})) == "run_paused"
+    orphan = server.call(
+        lambda: server.baton.store.create_run(agent="claude", owner="local", run_mode="interactive", repo="/tmp/x")
+    )
+    orphan = server.call(lambda: server.baton.store.update_run(orphan.id, status="running"))
+    # Nobody executes it (no executor): nothing would read a message.
+    assert refusal(command(orphan, "user_message", {"content": "hi"})) == "run_not_running"
+    # The local token has every scope, admin included.
+    bypass = command(running, "set_permission_mode", {"permission_mode": "bypassPermissions"})
+    assert bypass["result"]["status"] == "queued"  # type: ignore[index]
 
 
 def test_openapi_publishes_the_models(client: httpx.Client) -> None:
@@ -242,3 +279,44 @@ def test_public_names() -> None:
     for name in baton.server.__all__:
         assert getattr(baton.server, name) is not None
     assert {"create_app", "BatonServer", "ServerConfig", "HTTP_STATUS"} <= set(baton.server.__all__)
+
+
+def test_tasks_are_stored_read_back_and_name_the_defaults_of_a_run(
+    server: RunningServer, client: httpx.Client, repo: Path
+) -> None:
+    created = client.post(
+        "/v1/tasks", json={"prompt": "fix the tests", "repo": str(repo), "title": "t", "metadata": {"ticket": 7}}
+    )
+    assert created.status_code == 201, created.text
+    task = created.json()
+    assert task["id"].startswith("task_") and task["metadata"] == {"ticket": 7}
+    assert task == {**task, "prompt": "fix the tests", "repo": str(repo.resolve()), "title": "t"}
+    assert client.get(f"/v1/tasks/{task['id']}").json() == task
+    missing = client.get("/v1/tasks/task_nope")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "task_not_found"
+    # A run of the task takes its prompt and repository; with no model credentials here it is
+    # refused only once everything else is checked.
+    started = client.post("/v1/runs", json={"task_id": task["id"]})
+    assert started.status_code == 503 and started.json()["error"]["code"] == "model_credentials_missing"
+    unknown = client.post("/v1/runs", json={"task_id": "task_nope"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "task_not_found"
+    for body, field in [
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "x", "repo": "relative"}, "repo"),
+        ({"prompt": "x", "metadata": {"_baton_owner": "mallory"}}, "metadata._baton_owner"),
+        ({"prompt": "x", "owner": "mallory"}, "owner"),
+        ({"prompt": "x", "metadata": [1]}, "metadata"),
+    ]:
+        refused = client.post("/v1/tasks", json=body)
+        assert refused.status_code == 422, (body, refused.text)
+        assert refused.json()["error"]["message"].startswith(f"{field}:"), refused.text
+
+
+def test_huge_headers_are_refused_with_431(server: RunningServer) -> None:
+    headers = {**server.headers(), "X-Padding": "p" * (server.state.config.max_header_bytes + 10)}
+    response = httpx.get(server.base_url + "/v1/runs", headers=headers)
+    assert response.status_code == 431
+    assert response.json()["error"]["code"] == "headers_too_large"
+    many = {**server.headers(), **{f"X-H{index}": "v" * 200 for index in range(400)}}
+    assert httpx.get(server.base_url + "/v1/runs", headers=many).status_code == 431
+    assert httpx.get(server.base_url + "/v1/runs", headers=server.headers()).status_code == 200

@@ -165,6 +165,62 @@ def test_a_token_sees_only_its_owners_runs(server: RunningServer, keys: tuple[Ke
     assert [run["id"] for run in get(server, "/v1/runs", limited).json()["runs"]] == [alices.id]
 
 
+def test_a_token_for_one_run_or_one_task_sees_nothing_else(
+    server: RunningServer, keys: tuple[KeyPair, ...], repo: Path
+) -> None:
+    first = keys[0]
+    alice = token(first, sub="alice-tasks", scope="runs:read runs:write")
+    created = httpx.post(
+        server.base_url + "/v1/tasks", json={"prompt": "p"}, headers={"Authorization": f"Bearer {alice}"}
+    )
+    assert created.status_code == 201, created.text
+    task_id = created.json()["id"]
+    other = httpx.post(
+        server.base_url + "/v1/tasks", json={"prompt": "q"}, headers={"Authorization": f"Bearer {alice}"}
+    ).json()["id"]
+    bob = token(first, sub="bob-tasks")
+    assert get(server, f"/v1/tasks/{task_id}", alice).status_code == 200
+    hidden = get(server, f"/v1/tasks/{task_id}", bob)
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "task_not_found"
+    started = httpx.post(
+        server.base_url + "/v1/runs",
+        json={"task_id": task_id, "repo": str(repo)},
+        headers={"Authorization": f"Bearer {bob}"},
+    )
+    assert started.status_code == 404 and started.json()["error"]["code"] == "task_not_found"
+    admin = token(first, sub="root", scope="runs:read admin")
+    assert get(server, f"/v1/tasks/{task_id}", admin).status_code == 200
+    # A token for one task: that task, the runs of that task, nothing else.
+    of_task = token(first, sub="alice-tasks", task_id=task_id)
+    assert get(server, f"/v1/tasks/{task_id}", of_task).status_code == 200
+    assert get(server, f"/v1/tasks/{other}", of_task).status_code == 404
+
+    def run_of(task: str | None) -> str:
+        async def make() -> str:
+            record = await server.baton.store.create_run(agent="claude", owner="alice-tasks", task_id=task)
+            return record.id
+
+        return server.call(make)
+
+    in_task, elsewhere = run_of(task_id), run_of(None)
+    assert get(server, f"/v1/runs/{in_task}", of_task).status_code == 200
+    assert get(server, f"/v1/runs/{elsewhere}", of_task).status_code == 404
+    listed = {run["id"] for run in get(server, "/v1/runs?limit=1000", of_task).json()["runs"]}
+    assert in_task in listed and elsewhere not in listed
+    wrong_task = httpx.post(
+        server.base_url + "/v1/runs", json={"task_id": other}, headers={"Authorization": f"Bearer {of_task}"}
+    )
+    assert wrong_task.status_code == 403 and wrong_task.json()["error"]["code"] == "scope_missing"
+    # A token for one run: only that run, and it starts or reads no other thing.
+    of_run = token(first, sub="alice-tasks", run_id=in_task)
+    assert get(server, f"/v1/runs/{in_task}", of_run).status_code == 200
+    assert get(server, f"/v1/runs/{elsewhere}", of_run).status_code == 404
+    assert get(server, f"/v1/tasks/{task_id}", of_run).status_code == 404
+    assert [run["id"] for run in get(server, "/v1/runs?limit=1000", of_run).json()["runs"]] == [in_task]
+    bad_claim = token(first, sub="alice-tasks", task_id=7)
+    assert get(server, "/v1/runs", bad_claim).json()["error"]["code"] == "token_invalid"
+
+
 def test_key_files_are_checked_at_start(tmp_path: Path, keys: tuple[KeyPair, ...]) -> None:
     (tmp_path / "junk.pem").write_text("not a key")
     with pytest.raises(UsageError) as bad:

@@ -35,4 +35,4 @@ def serve_command(
         auth = f"local token in {config.local_token_path(settings)} (`baton token`)"
     sys.stderr.write(f"baton serve: http://{host}:{port} — auth: {auth}\n")
     sys.stderr.flush()
-    BatonServer(application, host=host, port=port).run()
+    BatonServer(application, host=host, port=port, max_header_bytes=config.max_header_bytes).run()

@@ -159,6 +159,8 @@ class Baton:
             cwd=str(repo.resolve()),
             task_id=spec.task_id,
             budget_usd=spec.budget_usd,
+            owner=spec.owner,
+            run_id=spec.run_id,
         )
         run_id = record.id
         run_dir = self.settings.run_dir(run_id)
@@ -197,6 +199,8 @@ class Baton:
             cwd=str(repo),
             task_id=spec.task_id,
             budget_usd=spec.budget_usd,
+            owner=spec.owner,
+            run_id=spec.run_id,
         )
         keys = [prepared.parent.get(name, "") for name in CREDENTIAL_VARIABLES if name.endswith("_KEY")]
         for secret in (prepared.api_key, *keys):  # an --agent-cmd agent gets every key baton knows

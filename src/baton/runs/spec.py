@@ -29,6 +29,8 @@ class RunSpec:
     run_mode: Literal["background", "interactive"] = "background"
     agent_command: tuple[str, ...] = ()  # --agent-cmd: any ACP agent (agent "command")
     trust_agent_permissions: bool = False  # only what that agent asks is gated
+    run_id: str | None = None  # the run's id (baton agent-server --run-id); a new one by default
+    owner: str | None = None  # the token sub the run belongs to (HTTP)
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,12 @@ _CACHE_SIZE: Final = 4096
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller: its ``sub``, its scopes, and the one run it is limited to, if any."""
+    """The caller: its ``sub``, its scopes, and the one run (or task) it is limited to, if any."""
 
     sub: str
     scopes: frozenset[str]
     run_id: str | None = None
+    task_id: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -60,8 +61,18 @@ class Principal:
         if scope not in self.scopes:
             raise AuthError("scope_missing", f"this needs the scope {scope!r}")
 
-    def may_see(self, run_id: str, owner: str | None) -> bool:
+    def may_see(self, run_id: str, owner: str | None, task_id: str | None = None) -> bool:
+        """A run: the caller's own (any for admin), and the one its token names, if it names one."""
         if self.run_id is not None and self.run_id != run_id:
+            return False
+        if self.task_id is not None and self.task_id != task_id:
+            return False
+        return self.is_admin or (owner is not None and owner == self.sub)
+
+    def may_see_task(self, task_id: str, owner: str | None) -> bool:
+        if self.task_id is not None and self.task_id != task_id:
+            return False
+        if self.run_id is not None:  # a token for one run reads no task through this door
             return False
         return self.is_admin or (owner is not None and owner == self.sub)
 
@@ -190,10 +201,13 @@ def _principal(claims: dict[str, Any]) -> Principal:
         scopes = frozenset(raw)
     else:
         raise AuthError("token_invalid", "the token's scope must be a space-separated string")
-    run_id = claims.get("run_id")
-    if run_id is not None and not isinstance(run_id, str):
-        raise AuthError("token_invalid", "the token's run_id must be a string")
-    return Principal(sub=sub, scopes=scopes, run_id=run_id)
+    restricted: dict[str, str | None] = {}
+    for claim in ("run_id", "task_id"):
+        value = claims.get(claim)
+        if value is not None and not isinstance(value, str):
+            raise AuthError("token_invalid", f"the token's {claim} must be a string")
+        restricted[claim] = value
+    return Principal(sub=sub, scopes=scopes, run_id=restricted["run_id"], task_id=restricted["task_id"])
 
 
 def load_public_keys(paths: Iterable[Path]) -> dict[str | None, RSAPublicKey]:

@@ -41,7 +41,10 @@ class ServerConfig:
     sse_stall_seconds: float = 5.0  # how long a full queue may wait for its client
     sse_max_per_run: int = 100  # open streams of one run
     sse_max_per_token: int = 20  # open streams of one caller (token sub)
-    commands_per_minute: int = 600  # run creations and commands of one caller
+    commands_per_minute: int = 600  # run and task creations and commands of one caller
+    decisions_per_minute: int = 600  # gate decisions of one caller
+    max_header_bytes: int = 64 * 1024  # a request's line and headers; more is 431 headers_too_large
+    sandbox_jwt_audience: str = "baton:sandbox"  # the audience baton agent-server requires
 
     @classmethod
     def load(cls, settings: Settings, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:
@@ -50,7 +53,7 @@ class ServerConfig:
         config = replace(config, **_from_env(env))
         config = replace(config, **{key: value for key, value in overrides.items() if value is not None})
         positive = ("sse_queue_size", "max_body_bytes", "sse_heartbeat_seconds", "sse_max_per_run", "sse_max_per_token")
-        for name in (*positive, "commands_per_minute"):
+        for name in (*positive, "commands_per_minute", "decisions_per_minute", "max_header_bytes"):
             if getattr(config, name) <= 0:
                 raise UsageError("config_invalid", f"{name} must be greater than 0")
         return config
@@ -88,6 +91,9 @@ _SCALARS: Final[dict[str, type]] = {
     "sse_max_per_run": int,
     "sse_max_per_token": int,
     "commands_per_minute": int,
+    "decisions_per_minute": int,
+    "max_header_bytes": int,
+    "sandbox_jwt_audience": str,
 }
 _PATH_LISTS: Final = ("jwt_public_keys", "workspace_roots")
 

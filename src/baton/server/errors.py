@@ -50,8 +50,10 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "bypass_refused_as_root": 403,
     # 404: absent, or not yours (no existence leak).
     "run_not_found": 404,
+    "task_not_found": 404,
     "gate_not_found": 404,
     "snapshot_not_found": 404,
+    "session_not_found": 404,
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
     "run_not_running": 409,
@@ -59,6 +61,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "run_paused": 409,
     "run_ended": 409,
     "run_not_resumable": 409,
+    "run_exists": 409,
     "workspace_busy": 409,
     "workspace_dirty": 409,
     "gate_not_pending": 409,
@@ -73,8 +76,11 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "budget_not_supported": 422,
     "path_outside_workspace": 422,
     "archive_unsafe_entry": 422,
+    "archive_corrupt": 422,
+    "archive_version_unsupported": 422,
     # 413 / 429: limits.
     "body_too_large": 413,
+    "headers_too_large": 431,
     "archive_too_large": 413,
     "rate_limited": 429,
     "sse_limit": 429,

@@ -7,17 +7,65 @@ never ends by itself: :class:`BatonServer` tells the streams to end first.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from types import FrameType
+from typing import Any
 
+import h11
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["BatonServer"]
+from baton.errors import RefusedError
+
+__all__ = ["BatonServer", "HttpProtocol"]
+
+
+class HttpProtocol(H11Protocol):
+    """uvicorn's h11 protocol, answering a request line and headers over the limit with 431.
+
+    h11 refuses a request whose head outgrows ``h11_max_incomplete_event_size`` (it hints 431);
+    uvicorn would answer any refusal of h11 with a plain-text 400. Every other refusal keeps
+    uvicorn's answer.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._refusal_status = 400
+        next_event = self.conn.next_event
+
+        def watched() -> Any:
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as exc:
+                self._refusal_status = exc.error_status_hint
+                raise
+
+        self.conn.next_event = watched  # type: ignore[method-assign]
+
+    def send_400_response(self, msg: str) -> None:
+        if self._refusal_status != 431:
+            super().send_400_response(msg)
+            return
+        limit = self.config.h11_max_incomplete_event_size
+        error = RefusedError("headers_too_large", f"the request line and headers are larger than {limit} bytes")
+        body = json.dumps({"error": error.to_dict()}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        self.transport.write(self.conn.send(h11.Response(status_code=431, headers=headers)))
+        self.transport.write(self.conn.send(h11.Data(data=body)))
+        self.transport.write(self.conn.send(h11.EndOfMessage()))
+        self.transport.close()
 
 
 class BatonServer(uvicorn.Server):
-    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
+    def __init__(
+        self, app: FastAPI, *, host: str, port: int, log_level: str = "info", max_header_bytes: int = 64 * 1024
+    ) -> None:
         config = uvicorn.Config(
             app,
             host=host,
@@ -27,6 +75,8 @@ class BatonServer(uvicorn.Server):
             access_log=False,
             timeout_graceful_shutdown=5,
             server_header=False,
+            http=HttpProtocol,
+            h11_max_incomplete_event_size=max_header_bytes,
         )
         super().__init__(config)
         self._draining: asyncio.Event = app.state.draining

@@ -1,5 +1,6 @@
-"""Request limits: the body size (413 ``body_too_large``), the rate of commands of one caller
-(429 ``rate_limited``), open event streams per run and per caller (429 ``sse_limit``)."""
+"""Request limits: the head size (431 ``headers_too_large``), the body size (413
+``body_too_large``), the rate of commands and decisions of one caller (429 ``rate_limited``),
+open event streams per run and per caller (429 ``sse_limit``)."""
 
 from __future__ import annotations
 
@@ -72,15 +73,29 @@ class StreamSlots:
 
 
 class BodyLimit:
-    """Refuses a body over ``max_bytes``: at once by its Content-Length, else as it streams in."""
+    """Refuses headers over ``max_header_bytes`` (431 ``headers_too_large``) and a body over
+    ``max_bytes`` (413): at once by its Content-Length, else as it streams in.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    uvicorn's h11 protocol (``HttpProtocol``) refuses a head that arrives in pieces past the
+    same limit; a head that arrives whole is measured here.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, max_header_bytes: int = 64 * 1024) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_header_bytes = max_header_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+        if head > self.max_header_bytes:
+            error = RefusedError(
+                "headers_too_large", f"the request line and headers are larger than {self.max_header_bytes} bytes"
+            )
+            await _refuse(send, 431, error)
             return
         for name, value in scope["headers"]:
             if name == b"content-length":
@@ -122,7 +137,11 @@ class BodyLimit:
         return RefusedError("body_too_large", f"the request body is larger than {self.max_bytes} bytes")
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": self._error().to_dict()}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await _refuse(send, 413, self._error())
+
+
+async def _refuse(send: Send, status: int, error: RefusedError) -> None:
+    body = json.dumps({"error": error.to_dict()}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -11,6 +11,7 @@ __all__ = [
     "CancelParams",
     "CloseParams",
     "CreateRunRequest",
+    "CreateTaskRequest",
     "ErrorBody",
     "ErrorResponse",
     "Health",
@@ -23,6 +24,7 @@ __all__ = [
     "RunMode",
     "RunStatus",
     "SetPermissionModeParams",
+    "Task",
     "UserMessageParams",
 ]
 
@@ -52,6 +54,24 @@ class CreateRunRequest(_Request):
     deny: list[str] = Field(default_factory=list, description="Deny rules, e.g. 'Write(secrets/**)'.")
     run_mode: RunMode = "background"
     budget: Budget | None = None
+
+
+class CreateTaskRequest(_Request):
+    prompt: str = Field(min_length=1, description="What to do.")
+    repo: str | None = Field(default=None, description="The repository runs of this task use by default.")
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Anything the caller wants kept with it.")
+
+
+class Task(BaseModel):
+    """What to do; runs name it with ``task_id``."""
+
+    id: str
+    prompt: str
+    repo: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    created_at: str
 
 
 class Run(BaseModel):

@@ -29,7 +29,8 @@ class ServerState:
     draining: asyncio.Event
     streams: StreamStats
     stream_slots: StreamSlots
-    commands: RateLimiter
+    commands: RateLimiter  # run and task creations, commands
+    decisions: RateLimiter  # gate decisions, answers, plan reviews, continues
     frames: FrameCache = field(default_factory=FrameCache)
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
 

@@ -80,7 +80,7 @@ def get_task(engine: Engine, task_id: str) -> TaskRecord:
     with engine.connect().execution_options(**READ_ONLY) as connection:
         row = connection.execute(select(tasks).where(tasks.c.id == task_id)).one_or_none()
     if row is None:
-        raise UsageError("invalid_argument", f"no task {task_id}")
+        raise NotFoundError("task_not_found", f"no task {task_id}")
     values = row._asdict()
     return TaskRecord(**{**values, "metadata": values["metadata"] or {}})
 

@@ -119,7 +119,7 @@ class Store:
             raise UsageError("invalid_argument", f"cannot create task {values['id']}: {exc.orig}") from exc
 
     async def get_task(self, task_id: str) -> TaskRecord:
-        """The task, or ``UsageError("invalid_argument")`` (tasks are never addressed by users)."""
+        """The task, or ``NotFoundError("task_not_found")``."""
         return await asyncio.to_thread(_rundata.get_task, self.engine, task_id)
 
     # Runs.

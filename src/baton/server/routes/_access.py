@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from baton.errors import NotFoundError
+from baton.errors import NotFoundError, RefusedError, UsageError
 from baton.server.auth import Principal
+from baton.server.config import ServerConfig
 from baton.server.models import ErrorResponse
 from baton.server.state import server_state
 from baton.store import RunRecord
 
-__all__ = ["AUTH_RESPONSES", "NOT_FOUND", "visible_run", "with_scope"]
+__all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "visible_run", "with_scope"]
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid token (token_* codes)", "model": ErrorResponse},
@@ -49,6 +51,28 @@ def with_scope(scope: str) -> Callable[..., Awaitable[Principal]]:
 async def visible_run(request: Request, principal: Principal, run_id: str) -> RunRecord:
     """The run if ``principal`` may see it; else ``run_not_found``, exactly as for a missing run."""
     record = await server_state(request).baton.store.get_run(run_id)
-    if not principal.may_see(record.id, record.owner):
+    if not principal.may_see(record.id, record.owner, record.task_id):
         raise NotFoundError("run_not_found", f"no run {run_id}")
     return record
+
+
+def allowed_repository(repo: str, config: ServerConfig) -> Path:
+    """``repo`` resolved, if it is under a workspace root (``BATON_WORKSPACE_ROOTS``).
+
+    Unset roots allow any folder on a loopback-only server and none otherwise.
+    """
+    path = Path(repo)
+    if not path.is_absolute():
+        raise UsageError("request_invalid", "repo: must be an absolute path on the server")
+    try:
+        resolved = path.resolve()
+    except (OSError, ValueError) as exc:  # a NUL byte, a loop of links
+        raise UsageError("request_invalid", f"repo: not a usable path: {exc}") from None
+    roots = config.workspace_roots
+    if roots is None:
+        if config.loopback_only:
+            return resolved
+        roots = ()
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        raise RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)")
+    return resolved

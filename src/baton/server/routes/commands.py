@@ -3,9 +3,10 @@
 Methods: ``cancel {reason?}``, ``user_message {content}``, ``close {}``,
 ``set_permission_mode {permission_mode}``. JSON-RPC errors come back with HTTP 200: -32700 a
 body that is not JSON, -32600 not a JSON-RPC request, -32601 an unknown method, -32602 bad
-params, -32000 refused, with ``data.code`` the BatonError code (``run_not_running``,
-``run_paused``, ``scope_missing``). A run executing in this process is cancelled at once; a
-command for a run this process does not execute is recorded in the run's durable inbox.
+params, -32000 refused, with ``data`` the BatonError (``run_not_running``, ``run_not_interactive``,
+``run_paused``, ``scope_missing``). Every accepted command goes through
+:func:`baton.runs.inbox.post_command` into the run's durable inbox, which the process executing
+the run (this one or another) reads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from baton.errors import AuthError, BatonError, RefusedError
+from baton.errors import AuthError, BatonError
+from baton.runs.inbox import post_command
 from baton.server.auth import Principal
 from baton.server.models import (
     CancelParams,
@@ -28,10 +30,10 @@ from baton.server.models import (
     UserMessageParams,
 )
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
-from baton.server.state import ServerState, server_state
-from baton.store import RunRecord
+from baton.server.state import server_state
+from baton.store import Store
 
-__all__ = ["router"]
+__all__ = ["answer_command", "router"]
 
 router = APIRouter(prefix="/v1/runs", tags=["commands"], responses=AUTH_RESPONSES)
 
@@ -74,14 +76,20 @@ async def run_command(
 ) -> Response:
     """Send a JSON-RPC 2.0 command to the run (errors with HTTP 200, as JSON-RPC says)."""
     record = await visible_run(request, principal, run_id)
-    server_state(request).commands.take(principal.sub)
-    raw = await request.body()
+    state = server_state(request)
+    state.commands.take(principal.sub)
+    return await answer_command(state.baton.store, principal, record.id, await request.body())
+
+
+async def answer_command(store: Store, principal: Principal, run_id: str, raw: bytes) -> Response:
+    """The JSON-RPC answer to the command ``raw`` for a run the caller may steer."""
     request_id: Any = None
+    message: Any = None
     try:
         message = _parse(raw)
         request_id = message.get("id")
         method, params = _method_and_params(message)
-        result = await _execute(server_state(request), principal, record, method, params)
+        result = await _execute(store, principal, run_id, method, params)
     except _RpcError as exc:
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
         if exc.data is not None:
@@ -129,31 +137,13 @@ def _method_and_params(message: dict[str, Any]) -> tuple[str, BaseModel]:
         raise _RpcError(INVALID_PARAMS, text, {"errors": errors}) from None
 
 
-async def _execute(
-    state: ServerState, principal: Principal, record: RunRecord, method: str, params: BaseModel
-) -> dict[str, Any]:
+async def _execute(store: Store, principal: Principal, run_id: str, method: str, params: BaseModel) -> dict[str, Any]:
     try:
-        return await _command(state, principal, record, method, params)
+        bypass = isinstance(params, SetPermissionModeParams) and params.permission_mode == "bypassPermissions"
+        if bypass and not principal.is_admin:
+            raise AuthError("scope_missing", "switching to bypassPermissions needs the scope 'admin'")
+        # The one way a command reaches a run, from any process: its durable inbox.
+        inbox_id = await post_command(store, run_id, method, params.model_dump(exclude_none=True))
     except BatonError as exc:
         raise _RpcError(REFUSED, exc.message, exc.to_dict()) from exc
-
-
-async def _command(
-    state: ServerState, principal: Principal, record: RunRecord, method: str, params: BaseModel
-) -> dict[str, Any]:
-    bypass = isinstance(params, SetPermissionModeParams) and params.permission_mode == "bypassPermissions"
-    if bypass and not principal.is_admin:
-        raise AuthError("scope_missing", "switching to bypassPermissions needs the scope 'admin'")
-    # The store has the last word on the status: the handle may be done and the run ended.
-    record = await state.baton.store.get_run(record.id)
-    if record.is_terminal:
-        raise RefusedError("run_not_running", f"run {record.id} has ended ({record.status})")
-    if method == "user_message" and record.status == "paused":
-        raise RefusedError("run_paused", f"run {record.id} waits for a gate decision; decide it first")
-    handle = state.handles.get(record.id)
-    if method == "cancel" and handle is not None:
-        handle.cancel()
-        return {"status": "cancelling"}
-    payload = params.model_dump(exclude_none=True)
-    inbox_id = await state.baton.store.inbox_put(record.id, method, payload)
     return {"status": "queued", "inbox_id": inbox_id}

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from baton.errors import AuthError, RefusedError, UsageError
+from baton.errors import AuthError, UsageError
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
-from baton.server.config import ServerConfig
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
-from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
+from baton.server.routes.tasks import visible_task
 from baton.server.state import server_state
 from baton.store import RunRecord
 
@@ -40,7 +39,9 @@ _RUN_FIELDS = tuple(Run.model_fields)
     responses={
         400: {"model": ErrorResponse, "description": "invalid_argument"},
         403: {"model": ErrorResponse, "description": "scope_missing, repository_not_allowed"},
+        404: {"model": ErrorResponse, "description": "task_not_found"},
         422: {"model": ErrorResponse, "description": "request_invalid (names the field)"},
+        429: {"model": ErrorResponse, "description": "rate_limited"},
     },
 )
 async def create_run(body: CreateRunRequest, request: Request, principal: _Writer) -> Run:
@@ -53,17 +54,20 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         if body.budget is not None and getattr(body.budget, name) is not None:
             raise UsageError("request_invalid", f"budget.{name}: not supported yet (only budget.usd)")
     prompt, repo = body.prompt, body.repo
+    if principal.task_id is not None and body.task_id != principal.task_id:
+        raise AuthError("scope_missing", f"this token may start runs of task {principal.task_id} only")
+    if principal.run_id is not None:
+        raise AuthError("scope_missing", "this token is limited to one run; it starts no other")
     if body.task_id is not None:
-        task = await state.baton.store.get_task(body.task_id)
+        task = await visible_task(state, principal, body.task_id)
         prompt, repo = prompt or task.prompt, repo or task.repo
     if not prompt:
         raise UsageError("request_invalid", "prompt: required (or a task_id whose task has one)")
     if not repo:
         raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
-    repo_path = _allowed_repository(Path(repo), state.config)
     spec = RunSpec(
         prompt=prompt,
-        repo=repo_path,
+        repo=allowed_repository(repo, state.config),
         agent=body.agent,
         model=body.model,
         permission_mode=body.permission_mode,
@@ -72,27 +76,11 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         budget_usd=body.budget.usd if body.budget else None,
         task_id=body.task_id,
         run_mode=body.run_mode,
+        owner=principal.sub,
     )
     handle = await state.baton.start(spec)
     state.handles[handle.run_id] = handle
-    # Baton.start does not take an owner yet: the run is someone's a moment after it exists
-    # (until then only admins see it).
-    record = await state.baton.store.update_run(handle.run_id, owner=principal.sub)
-    return run_object(record)
-
-
-def _allowed_repository(repo: Path, config: ServerConfig) -> Path:
-    if not repo.is_absolute():
-        raise UsageError("request_invalid", "repo: must be an absolute path on the server")
-    resolved = repo.resolve()
-    roots = config.workspace_roots
-    if roots is None:
-        if config.loopback_only:
-            return resolved
-        roots = ()
-    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
-        raise RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)")
-    return resolved
+    return run_object(await state.baton.store.get_run(handle.run_id))
 
 
 @router.get("", response_model=RunList, responses={422: {"model": ErrorResponse}})
@@ -105,7 +93,7 @@ async def list_runs(
 ) -> RunList:
     """The caller's runs (every run for admin), oldest first."""
     state = server_state(request)
-    records = [r for r in await state.baton.store.list_runs(status) if principal.may_see(r.id, r.owner)]
+    records = [r for r in await state.baton.store.list_runs(status) if principal.may_see(r.id, r.owner, r.task_id)]
     start = 0
     if cursor is not None:
         ids = [record.id for record in records]

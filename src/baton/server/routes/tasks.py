@@ -1,0 +1,90 @@
+"""``POST /v1/tasks``, ``GET /v1/tasks/{id}``: what to do, stored for runs to name (``task_id``).
+
+A task belongs to the ``sub`` of the token that created it, as a run does; another owner's
+task answers exactly like a missing one (404 ``task_not_found``). The ``tasks`` table has no
+owner column yet: the owner is kept in the stored metadata under :data:`OWNER_KEY`, which is
+reserved and never shown.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Request
+
+from baton.errors import NotFoundError, UsageError
+from baton.server.auth import Principal
+from baton.server.models import CreateTaskRequest, ErrorResponse, Task
+from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
+from baton.server.state import ServerState, server_state
+from baton.store import TaskRecord
+
+__all__ = ["OWNER_KEY", "router", "task_owner", "visible_task"]
+
+OWNER_KEY: Final = "_baton_owner"
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=AUTH_RESPONSES)
+
+_TASK_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such task, or not the caller's (task_not_found)", "model": ErrorResponse},
+}
+
+
+def task_owner(task: TaskRecord) -> str | None:
+    owner = task.metadata.get(OWNER_KEY)
+    return owner if isinstance(owner, str) else None
+
+
+def task_object(task: TaskRecord) -> Task:
+    metadata = {key: value for key, value in task.metadata.items() if key != OWNER_KEY}
+    return Task(
+        id=task.id,
+        prompt=task.prompt,
+        repo=task.repo,
+        title=task.title,
+        metadata=metadata,
+        created_at=task.created_at,
+    )
+
+
+async def visible_task(state: ServerState, principal: Principal, task_id: str) -> TaskRecord:
+    """The task if ``principal`` may see it; else ``task_not_found``, exactly as for a missing one."""
+    task = await state.baton.store.get_task(task_id)
+    if not principal.may_see_task(task.id, task_owner(task)):
+        raise NotFoundError("task_not_found", f"no task {task_id}")
+    return task
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Task,
+    responses={
+        403: {"model": ErrorResponse, "description": "scope_missing, repository_not_allowed"},
+        422: {"model": ErrorResponse, "description": "request_invalid (names the field)"},
+        429: {"model": ErrorResponse, "description": "rate_limited"},
+    },
+)
+async def create_task(
+    body: CreateTaskRequest, request: Request, principal: Annotated[Principal, Depends(with_scope("runs:write"))]
+) -> Task:
+    """Store a task; runs started with its ``task_id`` take its prompt and repository."""
+    state = server_state(request)
+    state.commands.take(principal.sub)
+    if principal.task_id is not None or principal.run_id is not None:
+        raise NotFoundError("task_not_found", "this token is limited to one run or task; it creates no task")
+    if OWNER_KEY in body.metadata:
+        raise UsageError("request_invalid", f"metadata.{OWNER_KEY}: reserved")
+    repo = None if body.repo is None else str(allowed_repository(body.repo, state.config))
+    task = await state.baton.store.create_task(
+        body.prompt, repo=repo, title=body.title, metadata={**body.metadata, OWNER_KEY: principal.sub}
+    )
+    return task_object(task)
+
+
+@router.get("/{task_id}", response_model=Task, responses=_TASK_NOT_FOUND)
+async def get_task(
+    task_id: str, request: Request, principal: Annotated[Principal, Depends(with_scope("runs:read"))]
+) -> Task:
+    """One task."""
+    return task_object(await visible_task(server_state(request), principal, task_id))
