@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from baton.gates import ToolCall
+from baton.gates import Gatekeeper, Policy, ToolCall
 from baton.gates.kinds import AgentAnswer, answer_for_agent, answers_by_question, gate_for_call, plan_text
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -155,3 +156,28 @@ def test_an_undecided_gate_never_allows() -> None:
     for status in ("pending", "superseded"):
         answer = answer_for_agent(Gate("question", status, None, QUESTIONS), ask())
         assert not answer.allow and answer.reason == "not_decided"
+
+
+def test_planning_may_write_only_the_plan_file(tmp_path: Path) -> None:
+    workspace, plans = tmp_path / "repo", tmp_path / "home" / ".claude" / "plans"
+    workspace.mkdir()
+    plans.mkdir(parents=True)
+    (plans / "escape.md").symlink_to(workspace / "calc.js")
+    keeper = Gatekeeper(Policy.build("plan"), workspace, plan_dir=plans)
+    plan = keeper.decide(ToolCall("Write", {"file_path": str(plans / "go-fix-add.md"), "content": "# Plan"}))
+    assert (plan.behavior, plan.reason) == ("allow", "plan_file")
+    for path in (plans / "notes.txt", plans / "sub" / "x.md", plans / "escape.md", workspace / "calc.js"):
+        decision = keeper.decide(ToolCall("Write", {"file_path": str(path), "content": ""}))
+        assert decision.behavior != "allow", path
+    assert keeper.decide(ToolCall("Bash", {"command": f"cat > {plans}/x.md"})).reason == "mode:plan"
+    denied = Gatekeeper(Policy.build("plan", deny=("Write",)), workspace, plan_dir=plans)
+    assert denied.decide(ToolCall("Write", {"file_path": str(plans / "a.md"), "content": ""})).behavior == "deny"
+    # outside plan mode the plan directory is outside the workspace like any other
+    keeper.set_mode("default")
+    assert keeper.decide(ToolCall("Write", {"file_path": str(plans / "a.md"), "content": ""})).behavior == "ask"
+    assert (
+        Gatekeeper(Policy.build("plan"), workspace)
+        .decide(ToolCall("Write", {"file_path": str(plans / "a.md"), "content": ""}))
+        .reason
+        == "mode:plan"
+    )

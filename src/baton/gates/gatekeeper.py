@@ -3,7 +3,9 @@
 Order of evaluation (the first step that decides wins):
 
 1. a deny rule matches → deny (``rule:<rule>``);
-2. plan mode and a write or bash call → deny (``mode:plan``), whatever the allow rules say;
+2. plan mode: a write to the agent's plan file (a ``.md`` directly in ``plan_dir``, Claude's
+   ``<agent home>/.claude/plans``) → allow (``plan_file``); any other write or bash call → deny
+   (``mode:plan``), whatever the allow rules say;
 3. a write to a protected path (``.baton``, ``.claude``, ``.git`` anywhere in the workspace)
    → ask (``protected_path:<rel>``), in every other mode, bypassPermissions included;
 4. an ask rule matches → ask (``rule:<rule>``);
@@ -65,9 +67,11 @@ class Gatekeeper:
     sees one consistent policy.
     """
 
-    def __init__(self, policy: Policy, workspace: Path) -> None:
+    def __init__(self, policy: Policy, workspace: Path, *, plan_dir: Path | None = None) -> None:
         self._policy = policy
         self._root = Path(os.path.realpath(workspace))
+        # Where the agent keeps its plan (Claude: <agent home>/.claude/plans): writable while planning.
+        self._plan_dir = Path(os.path.realpath(plan_dir)) if plan_dir is not None else None
 
     @property
     def policy(self) -> Policy:
@@ -90,6 +94,8 @@ class Gatekeeper:
 
         if rule := _first(policy.deny, target):
             return Decision("deny", f"rule:{rule.text}", f"{name} is denied by the rule {rule.text}.")
+        if policy.mode == "plan" and group == "write" and self._is_plan_file(path):
+            return Decision("allow", "plan_file", f"{name} writes the plan file, which planning may do.")
         if policy.mode == "plan" and group in ("write", "bash"):
             return Decision(
                 "deny",
@@ -110,6 +116,13 @@ class Gatekeeper:
             texts = " & ".join(dict.fromkeys(rule.text for rule in allowed_by))
             return Decision("allow", f"rule:{texts}", f"{name} is allowed by the rule {texts}.")
         return self._by_mode(name, group, path)
+
+    def _is_plan_file(self, path: ResolvedPath | None) -> bool:
+        """A Markdown file directly in the plan directory, symlinks followed (one pointing elsewhere is not)."""
+        if self._plan_dir is None or path is None:
+            return False
+        resolved = Path(path.absolute)
+        return resolved.parent == self._plan_dir and resolved.suffix == ".md"
 
     def _by_mode(self, name: str, group: ToolGroup, path: ResolvedPath | None) -> Decision:
         mode = self._policy.mode

@@ -27,6 +27,8 @@ __all__ = [
 MESSAGES_PATH = "/v1/messages"
 
 _CWD = re.compile(r"Primary working directory: *(\S[^\n]*)")
+# Claude Code's plan-mode reminder names the file the plan goes to.
+_PLAN_FILE = re.compile(r"(?:create your plan at|A plan file already exists at) (/\S+?\.md)")
 _OPENCODE_CWD = re.compile(r"<env>\s*\n\s*Working directory: *(\S[^\n]*)")  # OpenCode's environment block
 # OpenCode offers lowercase tools with camelCase inputs; a scenario's Claude tools become those.
 _OPENCODE_TOOLS: dict[str, tuple[str, dict[str, str]]] = {
@@ -69,11 +71,13 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
         elif results:
             groups.append(results)
     found = _CWD.search("\n".join(texts)) or _OPENCODE_CWD.search("\n".join(texts))
+    plan_file = _PLAN_FILE.search("\n".join(texts))
     return Conversation(
         offers_tools=bool(body.get("tools")),
         prompts=tuple(prompts),
         result_groups=tuple(groups),
         cwd=found.group(1).strip() if found else None,
+        plan_file=plan_file.group(1) if plan_file else None,
     )
 
 

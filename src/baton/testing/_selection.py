@@ -31,7 +31,7 @@ __all__ = [
 SIDE_REPLY_TEXT = "Scripted reply."
 
 _MARKER = re.compile(r"\[scenario:([a-z0-9][a-z0-9-]*)\]")
-_PLACEHOLDER = re.compile(r"\{(cwd|prompt|last_result)\}")
+_PLACEHOLDER = re.compile(r"\{(cwd|prompt|last_result|plan_file)\}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Conversation:
     prompts: tuple[str, ...] = ()  # every user prompt, oldest first
     result_groups: tuple[tuple[str, ...], ...] = ()  # tool results per message after the latest prompt
     cwd: str | None = None
+    plan_file: str | None = None  # Claude Code's plan file, named by its plan-mode reminder
 
     @property
     def prompt(self) -> str:
@@ -160,5 +161,6 @@ def _fill(text: str, conversation: Conversation) -> str:
         "cwd": conversation.cwd or ".",
         "prompt": conversation.prompt,
         "last_result": conversation.last_result,
+        "plan_file": conversation.plan_file or "plan.md",
     }
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
