@@ -37,7 +37,15 @@ def run_command(
     ] = "default",
     allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
     deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")] = None,
+    budget_usd: Annotated[
+        float | None, typer.Option("--budget-usd", help="Ask to continue once the run costs this much (USD).")
+    ] = None,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", help="Ask to continue after this many model turns.")
+    ] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option("--max-seconds", help="Ask to continue after the turns took this long.")
+    ] = None,
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
@@ -83,6 +91,8 @@ def run_command(
         allow=tuple(allow or ()),
         deny=tuple(deny or ()),
         budget_usd=budget_usd,
+        budget_turns=max_turns,
+        budget_seconds=max_seconds,
         run_mode="interactive" if interactive else "background",
     )
     try:

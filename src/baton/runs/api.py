@@ -23,6 +23,7 @@ from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
+from baton.gates.budget import Budget, require_supported
 from baton.runs.executor import RunExecution
 from baton.runs.executors import effective_status
 from baton.runs.inbox import post_command
@@ -135,8 +136,8 @@ class Baton:
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
         entry = agent_entry(spec)
-        if spec.budget_usd is not None and spec.budget_usd <= 0:
-            raise UsageError("invalid_argument", "--budget-usd must be positive")
+        budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
+        require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         gatekeeper = Gatekeeper(policy, repo.resolve())
         if entry.package is not None:
@@ -159,6 +160,8 @@ class Baton:
             cwd=str(repo.resolve()),
             task_id=spec.task_id,
             budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
             owner=spec.owner,
             run_id=spec.run_id,
         )
@@ -199,6 +202,8 @@ class Baton:
             cwd=str(repo),
             task_id=spec.task_id,
             budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
             owner=spec.owner,
             run_id=spec.run_id,
         )

@@ -25,6 +25,8 @@ class RunSpec:
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
     budget_usd: float | None = None
+    budget_turns: int | None = None  # --max-turns: the agent's model turns (baton.gates.budget)
+    budget_seconds: float | None = None  # --max-seconds: the time of the run's turns
     task_id: str | None = None
     run_mode: Literal["background", "interactive"] = "background"
     agent_command: tuple[str, ...] = ()  # --agent-cmd: any ACP agent (agent "command")
