@@ -26,6 +26,7 @@ from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported
 from baton.runs.executor import RunExecution
 from baton.runs.executors import effective_status
+from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
@@ -277,6 +278,8 @@ class Baton:
             raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
         # Everything that can refuse is checked before the run is taken over.
         spec = await resume_spec(self.log, record, repo)
+        if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
+            await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
         gatekeeper = Gatekeeper(policy, Path(spec.repo))
         prepared = None
@@ -345,6 +348,19 @@ class Baton:
             if status is None or record.status == status:
                 records.append(record)
         return records
+
+    # Hand-off to another BATON_HOME (baton.runs.handoff, docs/handoff.md).
+
+    async def export_run(self, run_id: str, path: Path) -> ExportResult:
+        """Write the run (log, events, snapshots and their archives, agent home) to one file;
+        refused with ``run_active`` while it executes."""
+        executing = {known for known, handle in self._runs.items() if not handle._task.done()}
+        return await export_run(self.store, self.settings, run_id, Path(path), executing=executing)
+
+    async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
+        """Recreate an exported run here (same id; ``run_exists`` if this home has it), its latest
+        snapshot restored into ``repo`` (default: the run's recorded repository), ready to resume."""
+        return await import_run(self.store, self.settings, Path(path), repo=repo, force=force)
 
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 

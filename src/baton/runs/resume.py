@@ -187,7 +187,8 @@ async def plan_resume(
     # Claude restores its own session; other agents get the rebuilt context for now. The newest
     # session with a transcript: a resume killed before Claude Code wrote one left an older one.
     session_id = None
-    if record.agent == "claude" and str(cwd) == (conversation.cwd or record.cwd):
+    # The record's cwd first: an imported run (baton import) has its new place there, not in its log.
+    if record.agent == "claude" and str(cwd) == (record.cwd or conversation.cwd):
         candidates = [*reversed(conversation.session_ids), record.agent_session_id]
         session_id = next((sid for sid in candidates if sid and claude_session_file(agent_home, sid)), None)
     native = session_id is not None
@@ -216,7 +217,7 @@ async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = No
         raise RefusedError(
             "run_not_resumable", f"nothing of run {record.id} was recorded (not even its start); start the task again"
         )
-    cwd = Path(repo) if repo is not None else Path(str(opening.get("cwd") or record.cwd or record.repo or "."))
+    cwd = Path(repo) if repo is not None else Path(str(record.cwd or opening.get("cwd") or record.repo or "."))
     if not cwd.is_dir():
         raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
     return RunSpec(
