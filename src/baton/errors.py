@@ -12,7 +12,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
     │                         run_not_resumable, run_exists,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit
-    ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found
+    ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
+    │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
     │                         budget_exhausted
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
@@ -97,7 +98,9 @@ class RefusedError(BatonError):
 
 
 class NotFoundError(BatonError):
-    family_codes = frozenset({"run_not_found", "task_not_found", "gate_not_found", "snapshot_not_found"})
+    family_codes = frozenset(
+        {"run_not_found", "task_not_found", "gate_not_found", "snapshot_not_found", "session_not_found"}
+    )
 
 
 class AgentError(BatonError):

@@ -1,10 +1,14 @@
 """``baton acp`` end to end: an ACP client written against the ``acp`` package spawns the real
 command and talks to it over its stdio, with Claude Code behind it on the scripted model.
 
-One session: a prompt whose command the policy (``default``) says to ask about is forwarded to
-the client, approved there, runs, and is logged as a human decision; a second prompt continues
-the conversation in a new run; a third is cancelled while its command runs. stdout carries
-nothing but ACP (a non-JSON line would reach the client as ``_baton/malformed_line``).
+One editor session across three ``baton acp`` processes sharing one ``BATON_HOME``. The first:
+a prompt whose command the policy (``default``) says to ask about is forwarded to the client,
+approved there, runs, and is logged as a human decision; a second prompt is the next turn of
+the same interactive run; a third is cancelled while its command runs. The second process
+``session/resume``s the session after the first exited (nothing replayed) and continues it in a
+new run; the third ``session/load``s it: the editor sees its whole conversation again, each
+update once, and the next prompt continues it. stdout carries nothing but ACP (a non-JSON line
+would reach the client as ``_baton/malformed_line``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, connect_to_agent, text_block
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import AllowedOutcome, RequestPermissionResponse
 from tests.cli._baton_cli import baton_command, cli_environment
 
@@ -24,6 +28,7 @@ from baton.acp.host import choose_option
 from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import kill_process_group
 from baton.config import Settings
+from baton.events.project import project
 from baton.runs import Baton
 from baton.testing import ScriptedModelServer
 
@@ -117,6 +122,10 @@ async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
             conn = connect_to_agent(client, transport)  # type: ignore[arg-type]
             init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
             assert init.agent_info is not None and init.agent_info.name == "baton"
+            capabilities = init.agent_capabilities
+            assert capabilities is not None and capabilities.load_session
+            assert capabilities.session_capabilities is not None
+            assert capabilities.session_capabilities.resume is not None
             session = await conn.new_session(cwd=str(repo), mcp_servers=[])
 
             first = await conn.prompt(
@@ -140,22 +149,88 @@ async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
             cancelled = await asyncio.wait_for(third, 30)
             assert cancelled.stop_reason == "cancelled"
             runs = [r.field_meta["baton"]["run_id"] for r in (first, second, cancelled) if r.field_meta]
-            assert len(set(runs)) == 3
+            assert len(runs) == 3 and len(set(runs)) == 1  # one interactive run, three turns
             with contextlib.suppress(Exception):
                 await conn.close()
         finally:
             await stop(process, transport)
-    assert client.malformed == []
+        live_first = [u for u in client.updates]
+
+        # A second process resumes the session: nothing is replayed, the conversation goes on.
+        resumed = EditorClient()
+        process, transport = await spawn_baton_acp(env)
+        try:
+            conn = connect_to_agent(resumed, transport, use_unstable_protocol=True)  # type: ignore[arg-type]
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            listed = await conn.list_sessions(cwd=str(repo))
+            assert [info.session_id for info in listed.sessions] == [session.session_id]
+            await conn.resume_session(session_id=session.session_id, cwd=str(repo), mcp_servers=[])
+            assert resumed.updates == []
+            fourth = await conn.prompt(session_id=session.session_id, prompt=[text_block("[scenario:plain] more")])
+            assert fourth.stop_reason == "end_turn"
+            assert fourth.field_meta is not None
+            runs.append(fourth.field_meta["baton"]["run_id"])
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:
+            await stop(process, transport)
+        assert runs[3] != runs[0]
+        assert [u["sessionUpdate"] for u in resumed.updates if u["sessionUpdate"] == "agent_message_chunk"]
+
+        # A third loads it: the whole conversation once, then one more turn.
+        loaded = EditorClient()
+        process, transport = await spawn_baton_acp(env)
+        try:
+            conn = connect_to_agent(loaded, transport)  # type: ignore[arg-type]
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            with pytest.raises(RequestError) as unknown:
+                await conn.load_session(session_id="task_unknown", cwd=str(repo), mcp_servers=[])
+            assert unknown.value.code == -32002 and (unknown.value.data or {})["code"] == "session_not_found"
+            with pytest.raises(RequestError) as unloaded:
+                await conn.prompt(session_id=session.session_id, prompt=[text_block("hello?")])
+            assert (unloaded.value.data or {})["code"] == "session_not_found"
+            await conn.load_session(session_id=session.session_id, cwd=str(repo), mcp_servers=[])
+            replayed = list(loaded.updates)
+            fifth = await conn.prompt(session_id=session.session_id, prompt=[text_block("[scenario:plain] last")])
+            assert fifth.stop_reason == "end_turn" and fifth.field_meta is not None
+            runs.append(fifth.field_meta["baton"]["run_id"])
+            with contextlib.suppress(Exception):
+                await conn.close()
+        finally:
+            await stop(process, transport)
+    assert client.malformed == resumed.malformed == loaded.malformed == []
+    # What the editor saw live, and the prompts it sent, each exactly once and in order.
+    sent = [u for u in replayed if u.get("_meta", {}).get("baton", {}).get("prompt")]
+    prompts = [u["content"]["text"] for u in sent]
+    assert prompts == [
+        "[scenario:needs-approval] go",
+        "[scenario:plain] again",
+        "[scenario:long-command] wait",
+        "[scenario:plain] more",
+    ]
+    assert {u["sessionUpdate"] for u in sent} == {"user_message_chunk"}
+    agent_side = [u for u in replayed if u not in sent]
+    assert agent_side == live_first + resumed.updates
+    assert len({runs[0], runs[3], runs[4]}) == 3
 
     async with Baton(Settings.load({"BATON_HOME": str(home)})) as baton:
         entries = await baton.log.read(runs[0])
-        [answer] = [
+        answers = [
             e["payload"]["result"]
             for e in entries
             if e["method"] == "session/request_permission" and e["direction"] == "to_agent"
         ]
-        assert answer["_meta"]["baton"]["reason"] == "human"
-        assert answer["_meta"]["baton"]["decided_by"] == "human"
-        second_run = await baton.store.get_run(runs[1])
-        third_run = await baton.store.get_run(runs[2])
-    assert second_run.status == "finished" and third_run.status == "cancelled"
+        # touch approved.txt: approved by the editor; sleep 20: asked, then the turn was cancelled.
+        assert len(answers) == len(client.permissions) == 2
+        assert answers[0]["_meta"]["baton"]["reason"] == "human"
+        assert answers[0]["_meta"]["baton"]["decided_by"] == "human"
+        records = [await baton.store.get_run(run_id) for run_id in (runs[0], runs[3], runs[4])]
+        last_events = project(await baton.log.read(runs[4]))
+    assert [r.status for r in records] == ["cancelled", "finished", "finished"]
+    assert {r.task_id for r in records} == {session.session_id}
+    assert [r.run_mode for r in records] == ["interactive"] * 3
+    assert records[1].resumed_from == runs[0] and records[2].resumed_from == runs[3]
+    # The loaded run projects only its own turn: one task.started, one turn, no earlier command.
+    types = [e["type"] for e in last_events]
+    assert types.count("task.started") == 1 and types.count("turn.finished") == 1
+    assert not [e for e in last_events if e["type"].startswith("command.")]

@@ -1,13 +1,23 @@
 """``baton acp``: baton as an ACP agent, for editors (Zed, JetBrains …) that speak ACP.
 
-The editor is the upstream ACP *client*; behind this agent every prompt is a baton run — the
-Claude adapter by default, or a registry agent — with its session log, policy, gates and runner
-events. An editor session maps onto a chain of runs: the first prompt starts one
-(``Baton.start``), each later prompt continues the previous run's conversation in a new run
-(``Baton.resume(run, prompt)``, ``resumed_from``).
+The editor is the upstream ACP *client*; behind this agent is baton — the Claude adapter by
+default, or a registry agent — with its session log, policy, gates and runner events.
 
+- **An editor session is a baton task** (``session/new`` creates it; its id is the session id)
+  and maps onto **one interactive run** whose turns are the editor's prompts: the first prompt
+  starts it (``Baton.start``, ``run_mode: interactive``), each later one is sent to it through
+  its inbox (``RunHandle.send``). When that run has ended — a cancelled turn ends it, so do
+  the idle timeout and a failure — or is executed by no process (an earlier ``baton acp``
+  exited), the next prompt continues it (``Baton.resume(run, prompt)``: in place, or in a new
+  run with ``resumed_from``; every run of the session carries the session's ``task_id``).
+- ``session/load {sessionId}`` (any process, same ``BATON_HOME``) finds the session's runs,
+  shows the editor its conversation again from the log (:mod:`baton.acp_server._history`),
+  and the next prompt continues the newest run; ``session/resume`` does the same without the
+  replay; ``session/list`` lists the sessions that have a run. An unknown session is the
+  JSON-RPC error -32002 with ``data: {code: "session_not_found", message}``; a session whose
+  run another live process executes is refused with ``run_active``.
 - The run's ``session/update`` notifications from the agent are forwarded to the editor as
-  they are committed to the log (history replayed by ``session/load``, tagged
+  they are committed to the log (history an agent replays on ``session/load``, tagged
   ``_meta.baton.replay``, is not), under the editor's session id.
 - A permission the policy answers *ask* is forwarded to the editor as
   ``session/request_permission`` with the agent's own options and tool call; the editor's
@@ -15,6 +25,8 @@ events. An editor session maps onto a chain of runs: the first prompt starts one
   ``decided_by: "human"``. Allowed or denied by the policy, the editor is not asked.
 - ``session/cancel`` cancels the running turn; the prompt answers ``cancelled``.
 - A failed run answers the prompt with a JSON-RPC error whose ``data`` is ``{code, message}``.
+- When the editor goes away (stdin closes), each session's run is closed (``finished``; a turn
+  still running is cancelled), so a later ``session/load`` continues it in a new run.
 
 stdout carries only ACP messages (the command points everything else at stderr).
 """
@@ -23,33 +35,51 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
     SessionNotification,
+    SessionResumeCapabilities,
 )
 
 from baton.acp.host import AskHuman
-from baton.errors import BatonError
+from baton.acp_server._history import (
+    SESSION_SOURCE,
+    history_updates,
+    is_replayed,
+    last_seq,
+    session_runs,
+    session_task,
+)
+from baton.errors import BatonError, NotFoundError, RefusedError
 from baton.gates import Decision
 from baton.runs import Baton, RunHandle, RunSpec
+from baton.runs.executors import executor_alive
+from baton.runs.spec import RunOutcome
 
 __all__ = ["AcpServerOptions", "BatonAcpAgent"]
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
+_LIVE = ("queued", "running", "paused", "interrupted")
+_CLOSE_SECONDS = 15.0  # how long leaving waits for a session's run to end
 
 
 @dataclass(frozen=True)
@@ -63,12 +93,19 @@ class AcpServerOptions:
     deny: tuple[str, ...] = ()
 
 
+_Turn = tuple[Literal["turn", "end"], dict[str, Any]]
+
+
 @dataclass
 class _Session:
+    session_id: str
     cwd: Path
-    last_run: str | None = None  # the run whose conversation the next prompt continues
-    handle: RunHandle | None = None  # the run executing the current prompt
-    runs: list[str] = field(default_factory=list)
+    last_run: str | None = None  # the newest run of the session: the one the next prompt continues
+    handle: RunHandle | None = None  # the session's run, when this process executes it
+    accepting: bool = False  # the handle's run takes the next prompt through its inbox
+    turns: asyncio.Queue[_Turn] | None = None  # the handle's turn ends and its end, from the log
+    forwarding: asyncio.Task[None] | None = None
+    busy: bool = False  # a prompt is being answered
 
 
 def _baton_version() -> str:
@@ -76,6 +113,12 @@ def _baton_version() -> str:
         return version("baton")
     except PackageNotFoundError:
         return "0"
+
+
+def _request_error(exc: BatonError) -> RequestError:
+    if isinstance(exc, NotFoundError):
+        return RequestError(-32002, "Resource not found", exc.to_dict())
+    return RequestError.invalid_request(exc.to_dict())
 
 
 class BatonAcpAgent:
@@ -96,7 +139,11 @@ class BatonAcpAgent:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                load_session=False, prompt_capabilities=PromptCapabilities(embedded_context=False, image=False)
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=False, image=False),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities()
+                ),
             ),
             agent_info=Implementation(name="baton", title="baton", version=_baton_version()),
             auth_methods=[],
@@ -105,19 +152,114 @@ class BatonAcpAgent:
     async def new_session(
         self, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
     ) -> NewSessionResponse:
-        if not Path(cwd).is_dir():
-            raise RequestError.invalid_params({"code": "invalid_argument", "message": f"cwd {cwd} is not a directory"})
-        session_id = "baton-" + uuid.uuid4().hex
-        self._sessions[session_id] = _Session(Path(cwd))
-        return NewSessionResponse(session_id=session_id)
+        workspace = _workspace(cwd)
+        task = await self._baton.store.create_task(
+            "", repo=str(workspace), metadata={"source": SESSION_SOURCE, "cwd": str(workspace)}
+        )
+        self._sessions[task.id] = _Session(task.id, workspace)
+        return NewSessionResponse(session_id=task.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        runs = await self._reopen(session_id, cwd)
+        async for update in history_updates(self._baton.log, runs):
+            try:
+                notification = SessionNotification.model_validate({"sessionId": session_id, "update": update})
+            except ValueError:
+                continue  # not an update the editor could read; it stays in the log
+            await self._client.session_update(session_id=session_id, update=notification.update)
+        return LoadSessionResponse()
+
+    async def resume_session(
+        self, session_id: str, cwd: str, additional_directories: Any = None, mcp_servers: Any = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        await self._reopen(session_id, cwd)
+        return ResumeSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        newest: dict[str, Any] = {}
+        for record in await self._baton.store.list_runs():  # oldest first: the last one of a task wins
+            if record.task_id:
+                newest[record.task_id] = record
+        sessions = []
+        for task_id, record in newest.items():
+            try:
+                task = await session_task(self._baton.store, task_id)
+            except BatonError:
+                continue  # a task of another front end
+            where = str(task.metadata.get("cwd") or task.repo or record.cwd)
+            if cwd is not None and Path(where) != Path(cwd).resolve():
+                continue
+            updated = record.finished_at or record.started_at or record.created_at
+            sessions.append(SessionInfo(session_id=task_id, cwd=where, updated_at=updated))
+        sessions.sort(key=lambda info: info.updated_at or "", reverse=True)
+        return ListSessionsResponse(sessions=sessions)
+
+    async def _reopen(self, session_id: str, cwd: str) -> list[str]:
+        """The session (from the store when this process does not know it); its run ids, oldest first."""
+        workspace = _workspace(cwd)
+        try:
+            await session_task(self._baton.store, session_id)
+            runs = await session_runs(self._baton.store, session_id)
+        except BatonError as exc:
+            raise _request_error(exc) from exc
+        session = self._sessions.get(session_id)
+        if session is not None and session.busy:
+            raise _request_error(RefusedError("run_active", f"session {session_id} is answering a prompt"))
+        newest = runs[-1] if runs else None
+        here = session is not None and session.handle is not None and not session.handle._task.done()
+        live = newest is not None and newest.status in _LIVE and executor_alive(newest.executor_id, newest.heartbeat_at)
+        if newest is not None and live and not here:
+            message = f"run {newest.id} of session {session_id} is executed by {newest.executor_id}"
+            raise _request_error(RefusedError("run_active", message))
+        if session is None:
+            session = self._sessions[session_id] = _Session(session_id, workspace)
+        session.cwd = workspace
+        if newest is not None and not here:
+            session.last_run = newest.id
+        return [record.id for record in runs]
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
-        if session.handle is not None:
-            raise RequestError.invalid_request({"code": "run_active", "message": "a prompt is already running"})
+        if session.busy:
+            raise _request_error(RefusedError("run_active", "a prompt is already running"))
         text = "\n".join(str(block.text) for block in prompt if getattr(block, "type", None) == "text")
-        ask = self._ask_editor(session_id)
+        session.busy = True
+        try:
+            return await self._prompt(session, text)
+        finally:
+            session.busy = False
+
+    async def _prompt(self, session: _Session, text: str) -> PromptResponse:
+        handle = session.handle
+        if handle is not None and session.accepting and session.turns is not None:
+            try:
+                await handle.send(text)
+            except BatonError:
+                pass  # the run ended meanwhile: continue it below
+            else:
+                kind, params = await session.turns.get()
+                if kind == "turn":
+                    return self._answer(session, handle, params)
+                await self._ended(session, handle, failed_only=True)  # ended before it took the message
+        if handle is not None:
+            await self._ended(session, handle, failed_only=True)
+        handle = await self._continue(session, text)
+        assert session.turns is not None
+        kind, params = await session.turns.get()
+        if kind == "turn":
+            return self._answer(session, handle, params)
+        outcome = await self._ended(session, handle, failed_only=False)
+        return _response(outcome.stop_reason if outcome.status != "cancelled" else "cancelled", outcome.run_id)
+
+    async def _continue(self, session: _Session, text: str) -> RunHandle:
+        """Start the session's run, or continue its newest one, with ``text`` as the first turn."""
+        ask = self._ask_editor(session.session_id)
         options = self._options
+        after = 0
         try:
             if session.last_run is None:
                 spec = RunSpec(
@@ -128,51 +270,94 @@ class BatonAcpAgent:
                     permission_mode=options.permission_mode,
                     allow=options.allow,
                     deny=options.deny,
+                    task_id=session.session_id,
+                    run_mode="interactive",
                 )
                 handle = await self._baton.start(spec, ask_human=ask)
             else:
-                handle = await self._baton.resume(session.last_run, text, ask_human=ask)
+                record = await self._baton.store.get_run(session.last_run)
+                if not record.is_terminal:  # continues in place: only what it logs from now on is new
+                    after = await last_seq(self._baton.log, record.id)
+                repo = None if Path(record.cwd or "") == session.cwd else session.cwd
+                handle = await self._baton.resume(record.id, text, repo=repo, ask_human=ask)
+                if handle.run_id != record.id:
+                    after = 0
         except BatonError as exc:
-            raise RequestError.invalid_request(exc.to_dict()) from exc
-        session.handle = handle
-        session.runs.append(handle.run_id)
-        forwarding = asyncio.create_task(self._forward(session_id, handle.run_id))
-        try:
-            outcome = await handle.wait()
-            await forwarding  # ends when the run's log closes
-        finally:
-            session.handle = None
-            forwarding.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await forwarding
-        session.last_run = outcome.run_id
-        if outcome.status == "failed":
+            raise _request_error(exc) from exc
+        session.handle, session.last_run, session.accepting = handle, handle.run_id, True
+        session.turns = asyncio.Queue()
+        session.forwarding = asyncio.create_task(self._forward(session, handle.run_id, after, session.turns))
+        return handle
+
+    def _answer(self, session: _Session, handle: RunHandle, params: dict[str, Any]) -> PromptResponse:
+        stop_reason = str(params.get("stop_reason") or "end_turn")
+        if stop_reason == "cancelled":
+            session.accepting = False  # a cancelled turn ends the run
+        return _response(stop_reason, handle.run_id)
+
+    async def _ended(self, session: _Session, handle: RunHandle, *, failed_only: bool) -> RunOutcome:
+        """Wait for the session's run to end; a failure answers the prompt with an error."""
+        session.accepting = False
+        outcome = await handle.wait()
+        if session.forwarding is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(session.forwarding, 10)
+        session.handle, session.forwarding, session.last_run = None, None, outcome.run_id
+        if outcome.status == "failed" and not failed_only:
             failure = {"code": outcome.code, "message": outcome.message, "run_id": outcome.run_id}
             raise RequestError.internal_error(failure)
-        stop_reason = "cancelled" if outcome.status == "cancelled" else (outcome.stop_reason or "end_turn")
-        if stop_reason not in _STOP_REASONS:
-            stop_reason = "end_turn"
-        return PromptResponse(stop_reason=cast(Any, stop_reason), field_meta={"baton": {"run_id": outcome.run_id}})
+        return outcome
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)
-        if session is not None and session.handle is not None:
+        if session is not None and session.handle is not None and session.busy:
             session.handle.cancel()
 
-    async def _forward(self, session_id: str, run_id: str) -> None:
-        """The run's committed ``session/update`` notifications, to the editor under its session id."""
-        async for entry in self._baton.entries(run_id):
-            if entry["method"] != "session/update" or entry["direction"] != "from_agent":
+    async def aclose(self) -> None:
+        """The editor left: close every session's run (cancel a turn still running)."""
+        waits = []
+        for session in self._sessions.values():
+            handle = session.handle
+            if handle is None or handle._task.done():
                 continue
-            params = entry["payload"].get("params") or {}
-            update = params.get("update")
-            if not isinstance(update, dict) or _replayed(params, update):
-                continue
-            try:
-                notification = SessionNotification.model_validate({"sessionId": session_id, "update": update})
-            except ValueError:
-                continue  # not an update the editor could read; it stays in the log
-            await self._client.session_update(session_id=session_id, update=notification.update)
+            if session.busy or not session.accepting:
+                handle.cancel()
+            else:
+                with contextlib.suppress(BatonError):
+                    await handle.close()
+            waits.append(handle.wait())
+        if waits:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), _CLOSE_SECONDS)
+        for session in self._sessions.values():
+            if session.forwarding is not None:
+                session.forwarding.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await session.forwarding
+
+    async def _forward(self, session: _Session, run_id: str, after: int, turns: asyncio.Queue[_Turn]) -> None:
+        """The run's committed ``session/update`` notifications, to the editor under its session id;
+        each ``_baton/turn_complete`` and the end of the run's log, to the prompt waiting for them."""
+        try:
+            async for entry in self._baton.entries(run_id, after=after):
+                params = entry["payload"].get("params") or {}
+                if entry["method"] == "_baton/turn_complete":
+                    turns.put_nowait(("turn", params))
+                    continue
+                if entry["method"] != "session/update" or entry["direction"] != "from_agent":
+                    continue
+                update = params.get("update")
+                if not isinstance(update, dict) or is_replayed(params) or is_replayed(update):
+                    continue
+                try:
+                    notification = SessionNotification.model_validate(
+                        {"sessionId": session.session_id, "update": update}
+                    )
+                except ValueError:
+                    continue  # not an update the editor could read; it stays in the log
+                await self._client.session_update(session_id=session.session_id, update=notification.update)
+        finally:
+            turns.put_nowait(("end", {}))
 
     def _ask_editor(self, session_id: str) -> AskHuman:
         async def ask(options: list[PermissionOption], tool_call: Any, decision: Decision) -> bool:
@@ -190,7 +375,8 @@ class BatonAcpAgent:
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params({"code": "invalid_argument", "message": f"unknown session {session_id}"})
+            message = f"unknown session {session_id} (session/load or session/resume it first)"
+            raise _request_error(NotFoundError("session_not_found", message))
         return session
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -200,10 +386,14 @@ class BatonAcpAgent:
         return None
 
 
-def _replayed(params: dict[str, Any], update: dict[str, Any]) -> bool:
-    for holder in (params, update):
-        meta = holder.get("_meta")
-        baton = meta.get("baton") if isinstance(meta, dict) else None
-        if isinstance(baton, dict) and baton.get("replay") is True:
-            return True
-    return False
+def _workspace(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute() or not path.is_dir():
+        error = {"code": "invalid_argument", "message": f"cwd {cwd} is not an absolute path to a directory"}
+        raise RequestError.invalid_params(error)
+    return path.resolve()
+
+
+def _response(stop_reason: str | None, run_id: str) -> PromptResponse:
+    reason = stop_reason if stop_reason in _STOP_REASONS else "end_turn"
+    return PromptResponse(stop_reason=cast(Any, reason), field_meta={"baton": {"run_id": run_id}})

@@ -32,4 +32,8 @@ async def serve_stdio(settings: Settings, options: AcpServerOptions) -> None:
     transport, _ = await loop.connect_write_pipe(lambda: protocol, acp_out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     async with Baton(settings) as baton:
-        await run_agent(cast(Any, BatonAcpAgent(baton, options)), writer, reader)
+        agent = BatonAcpAgent(baton, options)
+        try:  # session/resume is still part of the protocol's unstable methods in the acp package
+            await run_agent(cast(Any, agent), writer, reader, use_unstable_protocol=True)
+        finally:
+            await agent.aclose()  # the editor left: its sessions' runs are closed
