@@ -46,6 +46,7 @@ from claude_agent_sdk.types import (
 from baton import __version__
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
+from baton.gates.budget import LIMIT_SUBTYPES
 
 __all__ = ["ClaudeAgent", "ClaudeLaunch", "InProcessClaude"]
 
@@ -66,6 +67,9 @@ class ClaudeLaunch:
     launch_dir: Path
     model: str | None = None
     max_budget_usd: float | None = None
+    # baton's permission mode: Claude runs in `plan` while baton plans (ExitPlanMode exists only
+    # there), in `default` otherwise; the hook asks the host for every call in both.
+    permission_mode: str = "default"
     hook_timeout_seconds: float = 90.0
     # Resume this Claude session (in the run's agent home), forked to the new pinned session id.
     resume_session_id: str | None = None
@@ -89,6 +93,8 @@ class ClaudeAgent:
         self._announced: dict[str, dict[str, Any]] = {}
         self._send_lock = asyncio.Lock()
         self._closed = False
+        self._claude_mode = _claude_mode(launch.permission_mode)  # Claude's own, as it last said
+        self._planning_exit: set[str] = set()  # ExitPlanMode calls being decided
 
     # -- ACP plumbing -------------------------------------------------------------------
 
@@ -135,7 +141,7 @@ class ClaudeAgent:
             session_id=session_id,
             setting_sources=[],
             strict_mcp_config=True,
-            permission_mode="default",
+            permission_mode=self._claude_mode,  # type: ignore[arg-type]
             system_prompt={"type": "preset", "preset": "claude_code"},
             hooks={
                 "PreToolUse": [
@@ -171,10 +177,12 @@ class ClaudeAgent:
         params = usage_params(result, session_id=session_id)
         await self._notify("_baton/usage", params)
         stop_reason = stop_reason_for(result, cancel_requested=self._cancel_requested)
-        if params.get("is_error") and stop_reason != "cancelled":
-            code = "budget_exhausted" if result.get("subtype") == "error_max_budget_usd" else "agent_error"
+        # A budget Claude was given (max_budget_usd) ends the turn, not the run: baton's budget
+        # check opens a resource_limit gate (baton.gates.budget); ``_baton/usage`` says which.
+        limit = result.get("subtype") in LIMIT_SUBTYPES
+        if params.get("is_error") and stop_reason != "cancelled" and not limit:
             message = str(result.get("result") or result.get("subtype") or "the agent's turn failed")
-            raise RequestError(-32603, message, {"code": code, "message": message})
+            raise RequestError(-32603, message, {"code": "agent_error", "message": message})
         return PromptResponse(stop_reason=stop_reason)  # type: ignore[arg-type]
 
     async def cancel(self, session_id: str, **_: Any) -> None:
@@ -185,7 +193,12 @@ class ClaudeAgent:
 
     async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
         self._require_client(session_id)
-        # The host's Gatekeeper holds the policy; Claude itself stays in `default` and asks the hook.
+        # The host's Gatekeeper holds the policy; Claude follows only plan vs not plan (see
+        # ClaudeLaunch.permission_mode). An approved ExitPlanMode moves Claude out of plan itself.
+        claude_mode = _claude_mode(mode_id)
+        if claude_mode != self._claude_mode and not self._planning_exit and self._client is not None:
+            await self._client.set_permission_mode(claude_mode)  # type: ignore[arg-type]
+            self._claude_mode = claude_mode
         await self._notify(
             "session/update",
             {
@@ -222,6 +235,8 @@ class ClaudeAgent:
         try:
             async for message in _raw_messages(client):
                 await self._send_updates(self._converter.convert(message))
+                if message.get("type") == "system" and isinstance(message.get("permissionMode"), str):
+                    self._claude_mode = message["permissionMode"]
                 if message.get("type") == "system" and message.get("subtype") == "compact_boundary":
                     await self._notify_compaction(message)
                 if message.get("type") == "result" and self._turn is not None and not self._turn.done():
@@ -315,6 +330,10 @@ def _decision_from(response: Any) -> tuple[str, str]:
     if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
         return "allow", reason
     return "deny", message
+
+
+def _claude_mode(mode: str) -> str:
+    return "plan" if mode == "plan" else "default"
 
 
 def _exited(message: str) -> RequestError:
