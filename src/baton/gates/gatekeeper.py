@@ -81,6 +81,10 @@ class Gatekeeper:
     def workspace(self) -> Path:
         return self._root
 
+    def with_plan_dir(self, plan_dir: Path) -> Gatekeeper:
+        """The same policy and workspace, with the agent's plan directory writable while planning."""
+        return Gatekeeper(self._policy, self._root, plan_dir=plan_dir)
+
     def set_mode(self, mode: str) -> None:
         """Switch the permission mode (validated: ``invalid_argument``, ``bypass_refused_as_root``)."""
         self._policy = self._policy.with_mode(mode)

@@ -176,6 +176,7 @@ class Baton:
             passthrough=self.settings.agent_env_passthrough,
             parent=dict(os.environ),
         )
+        gatekeeper = gatekeeper.with_plan_dir(run_dir / "agent-home" / ".claude" / "plans")
         launch = ClaudeLaunch(
             run_id=run_id,
             binary=binary,
@@ -183,6 +184,7 @@ class Baton:
             launch_dir=run_dir / "launch",
             model=spec.model,
             max_budget_usd=spec.budget_usd,
+            permission_mode=spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
         )
         return self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None, ask_human=ask_human)
@@ -303,6 +305,7 @@ class Baton:
             agent = prepared.start(SubprocessLaunch(plan.run_id, Path(plan.spec.repo), agent_home, plan.spec.model))
         else:
             assert binary is not None
+            gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
             agent = InProcessClaude(self._resumed_claude(plan, api_key, binary))
         handle = self._execute(
             plan.run_id,
@@ -334,6 +337,7 @@ class Baton:
             launch_dir=run_dir / "launch",
             model=plan.spec.model,
             max_budget_usd=plan.spec.budget_usd,
+            permission_mode=plan.spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
         )
