@@ -7,6 +7,7 @@ plain Python) under a behaviour, so failure paths run through the real spawning 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import make_git_repo
 
 from baton.agents.registry import AGENTS, AgentEntry, NativeSetting, codex_bound_input, codex_tool_calls
 from baton.agents.subprocess import AgentCommand, LaunchContext
@@ -27,6 +29,8 @@ from baton.testing import ScriptedModelServer
 
 SCRIPT = Path(__file__).with_name("acp_script_agent.py")
 OPENAI_KEY = "sk-scripted-openai-key-0123456789abcdef"
+ANTHROPIC_KEY = "sk-scripted-anthropic-key-0123456789abcdef"
+GEMINI_KEY = "scripted-gemini-key-0123456789abcdef"
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,10 @@ class Finished:
     def events(self) -> list[RunnerEvent]:
         return project(self.entries)
 
-    def types(self) -> list[str]:
-        return [event["type"] for event in self.events]
+    def types(self, *, snapshots: bool = True) -> list[str]:
+        """The runner-event types; ``snapshots=False`` leaves out ``snapshot.captured`` (captured in the
+        background after an edit: where it lands is timing, not the agent)."""
+        return [event["type"] for event in self.events if snapshots or event["type"] != "snapshot.captured"]
 
     def methods(self) -> list[str | None]:
         return [entry["method"] for entry in self.entries]
@@ -57,6 +63,27 @@ async def run_to_end(settings: Settings, spec: RunSpec) -> Finished:
         outcome = await baton.run(spec)
         entries = await baton.log.read(outcome.run_id)
     return Finished(outcome, entries)
+
+
+async def run_beside_claude(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str, scenario: str = "write-and-run"
+) -> tuple[Finished, Finished]:
+    """``scenario`` run at once by ``claude`` and by ``agent`` (acceptEdits, Bash allowed), each in a
+    repository and home of its own, against one scripted model server."""
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
+    with ScriptedModelServer(scenario) as server:
+        if agent == "gemini":  # Gemini's credentials come from the environment only
+            monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
+            monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+        runs = []
+        for name in ("claude", agent):
+            repo = make_git_repo(tmp_path / name / "repo", {"README.md": "# r\n"})
+            settings = Settings.load({"BATON_HOME": str(tmp_path / name / "home"), "PATH": os.environ["PATH"]})
+            settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
+            spec = RunSpec(prompt="go", repo=repo, agent=name, permission_mode="acceptEdits", allow=("Bash",))
+            runs.append(run_to_end(settings, spec))
+        claude, other = await asyncio.gather(*runs)
+    return claude, other
 
 
 async def first_entry(entries: AsyncIterator[LogEntry], matches: Callable[[LogEntry], bool]) -> LogEntry:
@@ -118,6 +145,12 @@ def script_agent(monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
         return entry.name
 
     return register
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The git repository of the mode-matrix turn (tests.agents.native)."""
+    return make_git_repo(tmp_path / "work", {"README.md": "# a repository\n"})
 
 
 @pytest.fixture

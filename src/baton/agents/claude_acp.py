@@ -17,14 +17,13 @@ without it the adapter starts the SDK's JavaScript CLI and ``session/new`` takes
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
+from baton.agents.recipe import native_setting, node_program
 from baton.agents.subprocess import AgentCommand, LaunchContext
-from baton.errors import AgentError
 
 __all__ = ["ASK_EVERY_TOOL", "UNGATED_TOOLS", "ClaudeAcpSetting", "claude_acp_command", "write_claude_acp_settings"]
 
@@ -73,12 +72,8 @@ def write_claude_acp_settings(config_dir: Path, setting: ClaudeAcpSetting) -> Pa
 
 def claude_acp_command(context: LaunchContext, executable: Path) -> AgentCommand:
     """Write the run's Claude home and return how to start claude-agent-acp (``node index.js``)."""
-    setting = context.setting
-    if not isinstance(setting, ClaudeAcpSetting):
-        raise TypeError("claude-acp needs a ClaudeAcpSetting")
-    node = shutil.which("node", path=context.parent.get("PATH"))
-    if node is None:
-        raise AgentError("agent_not_installed", "claude-acp needs node on PATH")
+    setting = native_setting(context, ClaudeAcpSetting, "claude-acp")
+    node = node_program(context, "claude-acp")
     env = claude_environment(
         run_id=context.run_id,
         agent_home=context.agent_home,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.agents.processes import RUN_ID_VARIABLE
+from baton.agents.recipe import allowed_environment, native_setting
 from baton.agents.subprocess import AgentCommand, LaunchContext
 
 __all__ = [
@@ -70,8 +71,6 @@ SAFE_PROGRAMS = (
     "which",
     "whoami",
 )
-
-_SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
 
 @dataclass(frozen=True)
@@ -160,8 +159,7 @@ def codex_environment(
     parent: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Everything codex-acp (and the commands it runs) may see."""
-    source = os.environ if parent is None else parent
-    env = {name: source[name] for name in (*_SYSTEM_VARIABLES, *passthrough) if name in source}
+    env = allowed_environment(os.environ if parent is None else parent, passthrough)
     # Codex refuses to create its sandbox helpers (codex-linux-sandbox, apply_patch) in a
     # home under the temporary directory, and every sandboxed command then fails: point
     # TMPDIR at the agent's own home so a BATON_HOME under /tmp works too.
@@ -183,9 +181,7 @@ def codex_environment(
 
 def codex_command(context: LaunchContext, executable: Path) -> AgentCommand:
     """Write the run's ``CODEX_HOME`` and return how to start codex-acp for it."""
-    setting = context.setting
-    if not isinstance(setting, CodexSetting):
-        raise TypeError("codex needs a CodexSetting")
+    setting = native_setting(context, CodexSetting, "codex")
     home = write_codex_home(
         context.agent_home / "codex",
         base_url=context.base_url,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE
+from baton.agents.recipe import allowed_environment
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import UsageError
 from baton.gates import ToolCall
@@ -44,7 +45,6 @@ CREDENTIAL_VARIABLES = (
     "GEMINI_API_KEY",
     "GOOGLE_GEMINI_BASE_URL",
 )
-_SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "HOME")
 _VOLATILE = frozenset({"toolCallId", "status", "_meta", "rawOutput"})
 
 
@@ -87,8 +87,7 @@ def acp_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> 
 
 
 def command_environment(run_id: str, passthrough: tuple[str, ...], parent: Mapping[str, str]) -> dict[str, str]:
-    names = (*_SYSTEM_VARIABLES, *passthrough, *CREDENTIAL_VARIABLES)
-    env = {name: parent[name] for name in names if name in parent}
+    env = allowed_environment(parent, passthrough, "HOME", *CREDENTIAL_VARIABLES)
     env[RUN_ID_VARIABLE] = run_id
     return env
 

@@ -11,20 +11,18 @@ The model endpoint comes from ``GOOGLE_GEMINI_BASE_URL`` and ``GEMINI_API_KEY``.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE
+from baton.agents.recipe import allowed_environment, native_setting, node_program
 from baton.agents.subprocess import AgentCommand, LaunchContext
-from baton.errors import AgentError
 
 __all__ = ["DEFAULT_GEMINI_MODEL", "GeminiSetting", "gemini_command", "gemini_environment", "write_gemini_home"]
 
 DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"  # a concrete model: "auto" routes through a classifier call
-_SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 ASK_EVERY_TOOL_POLICY = """# Written by baton: every tool call reaches baton's Gatekeeper (session/request_permission).
 [[rule]]
 toolName = "*"
@@ -71,7 +69,7 @@ def gemini_environment(
     passthrough: tuple[str, ...],
     parent: Mapping[str, str],
 ) -> dict[str, str]:
-    env = {name: parent[name] for name in (*_SYSTEM_VARIABLES, *passthrough) if name in parent}
+    env = allowed_environment(parent, passthrough)
     env.update(
         {
             "HOME": str(home),
@@ -88,12 +86,8 @@ def gemini_environment(
 
 def gemini_command(context: LaunchContext, executable: Path) -> AgentCommand:
     """Write the run's Gemini home and return how to start ``gemini --acp`` for it."""
-    setting = context.setting
-    if not isinstance(setting, GeminiSetting):
-        raise TypeError("gemini needs a GeminiSetting")
-    node = shutil.which("node", path=context.parent.get("PATH"))
-    if node is None:
-        raise AgentError("agent_not_installed", "gemini needs node on PATH")
+    setting = native_setting(context, GeminiSetting, "gemini")
+    node = node_program(context, "gemini")
     home = write_gemini_home(context.agent_home, setting, context.model)
     env = gemini_environment(
         run_id=context.run_id,

@@ -11,19 +11,18 @@ downloads and default plugins off.
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE
+from baton.agents.recipe import allowed_environment, native_setting, npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 
 __all__ = ["DEFAULT_OPENCODE_MODEL", "OpenCodeSetting", "opencode_binary", "opencode_command", "opencode_config"]
 
 DEFAULT_OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
-_SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
 
 @dataclass(frozen=True)
@@ -34,9 +33,8 @@ class OpenCodeSetting:
 
 
 def opencode_binary() -> str:
-    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
     # The npm .bin entry is a wrapper around this native binary; start the binary itself.
-    return f"node_modules/opencode-linux-{machine or 'x64'}/bin/opencode"
+    return f"node_modules/opencode-linux-{npm_arch()}/bin/opencode"
 
 
 def opencode_config(setting: OpenCodeSetting, base_url: str | None, model: str | None) -> dict[str, Any]:
@@ -55,13 +53,10 @@ def opencode_config(setting: OpenCodeSetting, base_url: str | None, model: str |
 
 def opencode_command(context: LaunchContext, executable: Path) -> AgentCommand:
     """The run's OpenCode home and environment, and how to start ``opencode acp`` for it."""
-    setting = context.setting
-    if not isinstance(setting, OpenCodeSetting):
-        raise TypeError("opencode needs an OpenCodeSetting")
+    setting = native_setting(context, OpenCodeSetting, "opencode")
     home = context.agent_home
     home.mkdir(parents=True, exist_ok=True)
-    parent = context.parent
-    env = {name: parent[name] for name in (*_SYSTEM_VARIABLES, *context.passthrough) if name in parent}
+    env = allowed_environment(context.parent, context.passthrough)
     env.update(
         {
             "HOME": str(home),

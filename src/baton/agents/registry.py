@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
 from baton.agents.opencode import OpenCodeSetting, opencode_binary, opencode_command
+from baton.agents.recipe import npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
@@ -233,9 +233,8 @@ def codex_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -
 
 
 def _codex_binary() -> str:
-    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
     # The npm .bin entry is a node wrapper around this native binary; start the binary itself.
-    return f"node_modules/@zed-industries/codex-acp-linux-{machine or 'x64'}/bin/codex-acp"
+    return f"node_modules/@zed-industries/codex-acp-linux-{npm_arch()}/bin/codex-acp"
 
 
 _ASK_ALL = NativeSetting(

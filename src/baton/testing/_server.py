@@ -36,6 +36,7 @@ __all__ = ["RecordedRequest", "ScriptedModelServer"]
 _SECRET_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
 _REDACTED = "[redacted]"
 _IDLE_TIMEOUT = 600.0  # seconds a keep-alive connection may idle before its thread gives up
+_ErrorBody = Callable[[Failure], tuple[int, dict[str, Any]]]  # an API's (status, body) for a scripted failure
 
 
 @dataclass(frozen=True)
@@ -213,13 +214,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(body)
             self._send_failure(Failure(404))
 
-    def _answer_messages(self, body: dict[str, Any]) -> None:
-        reply = self.server.owner._reply_to(_anthropic.read_conversation(body))
+    def _scripted_reply(self, conversation: Conversation, body: dict[str, Any], error_body: _ErrorBody) -> Reply | None:
+        """The scenario's reply, recorded, after its delay; None when it is a failure (then sent)."""
+        reply = self.server.owner._reply_to(conversation)
         self._record(body, reply)
         if reply.delay:
             time.sleep(reply.delay)
         if reply.failure is not None:
-            self._send_failure(reply.failure)
+            self._send_failure(reply.failure, error_body)
+            return None
+        return reply
+
+    def _answer_messages(self, body: dict[str, Any]) -> None:
+        reply = self._scripted_reply(_anthropic.read_conversation(body), body, _anthropic.error_body)
+        if reply is None:
             return
         reply = _anthropic.for_offered_tools(reply, body)
         model = str(body.get("model") or "claude-scripted")
@@ -229,12 +237,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(_anthropic.sse_events(reply, model=model))
 
     def _answer_responses(self, body: dict[str, Any]) -> None:
-        reply = self.server.owner._reply_to(_responses.read_conversation(body))
-        self._record(body, reply)
-        if reply.delay:
-            time.sleep(reply.delay)
-        if reply.failure is not None:
-            self._send_failure(reply.failure, _responses.error_body)
+        reply = self._scripted_reply(_responses.read_conversation(body), body, _responses.error_body)
+        if reply is None:
             return
         if not body.get("stream"):
             items = _responses.response_items(reply, body)
@@ -243,12 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(_responses.sse_events(reply, body))
 
     def _answer_gemini(self, body: dict[str, Any], path: str) -> None:
-        reply = self.server.owner._reply_to(_gemini.read_conversation(body))
-        self._record(body, reply)
-        if reply.delay:
-            time.sleep(reply.delay)
-        if reply.failure is not None:
-            self._send_failure(reply.failure, _gemini.error_body)
+        reply = self._scripted_reply(_gemini.read_conversation(body), body, _gemini.error_body)
+        if reply is None:
             return
         model = path.removeprefix(_gemini.MODELS_PREFIX).split(":", 1)[0]
         if path.endswith(":generateContent"):
@@ -277,9 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
         scenario, step = (reply.scenario, reply.step) if reply else (None, None)
         self.server.owner._record(RecordedRequest(self.command, self.path, headers, body, scenario, step))
 
-    def _send_failure(
-        self, failure: Failure, error_body: Callable[[Failure], tuple[int, dict[str, Any]]] = _anthropic.error_body
-    ) -> None:
+    def _send_failure(self, failure: Failure, error_body: _ErrorBody = _anthropic.error_body) -> None:
         if failure.drops_connection:
             self.close_connection = True
             with contextlib.suppress(OSError):

@@ -12,58 +12,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.agents.claude_acp.native import run_native
 from tests.agents.conftest import permission_answers, run_to_end
-from tests.conftest import make_git_repo
+from tests.agents.native import COMMANDS, EDIT, GLOB, GREP_OUTSIDE, READ, WRITES, bash, matrix_scenario, run_native
 
 from baton.agents.claude_acp import ClaudeAcpSetting
 from baton.agents.registry import CLAUDE_ACP, bound_input_hash, choose_setting, claude_acp_bound_input
 from baton.config import Settings
 from baton.gates import Gatekeeper, Policy
 from baton.runs import RunSpec
-from baton.testing import Scenario, ScriptedModelServer
+from baton.testing import ScriptedModelServer
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.claude]
 
 ASK_ALL = CLAUDE_ACP.settings[0]
 KEY = "sk-scripted-anthropic-key-0123456789abcdef"
-COMMANDS = ["echo hi", "cat README.md", "ls", "git status", "touch made.txt"]
-MATRIX = Scenario.from_dict(
-    {
-        "steps": [
-            *({"tools": [{"name": "Bash", "input": {"command": command}}]} for command in COMMANDS),
-            {"tools": [{"name": "Read", "input": {"file_path": "{cwd}/README.md"}}]},
-            {"tools": [{"name": "Glob", "input": {"pattern": "*.md"}}]},
-            {"tools": [{"name": "Grep", "input": {"pattern": "root", "path": "/etc/passwd", "output_mode": "count"}}]},
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/new.txt", "content": "new\n"}}]},
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/.claude/settings.json", "content": "{}\n"}}]},
-            {
-                "tools": [
-                    {
-                        "name": "Edit",
-                        "input": {
-                            "file_path": "{cwd}/README.md",
-                            "old_string": "# a repository",
-                            "new_string": "# b repository",
-                        },
-                    }
-                ]
-            },
-            {"tools": [{"name": "Bash", "input": {"command": "echo hi"}}]},
-        ],
-        "final_text": "All done.",
-    },
-    name="matrix",
-)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return make_git_repo(tmp_path / "work", {"README.md": "# a repository\n"})
+MATRIX = matrix_scenario(READ, GLOB, GREP_OUTSIDE, *WRITES, EDIT, bash("echo hi"))
 
 
 async def test_ask_all_sends_every_call_to_the_gatekeeper(workspace: Path, tmp_path: Path) -> None:
-    recording = await run_native(ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
+    recording = await run_native(CLAUDE_ACP, ASK_ALL.config, MATRIX, workspace, tmp_path / "home", max_retries=1)
     assert recording.stop_reason == "end_turn"
     asked = [(r["kind"], r["rawInput"].get("command") or r["rawInput"].get("file_path")) for r in recording.requests]
     assert asked == [
@@ -89,7 +56,9 @@ async def test_ask_all_sends_every_call_to_the_gatekeeper(workspace: Path, tmp_p
 async def test_the_adapters_own_default_mode_runs_reads_and_safe_commands_unasked(
     workspace: Path, tmp_path: Path
 ) -> None:
-    recording = await run_native(ClaudeAcpSetting("default", ask_every_tool=False), MATRIX, workspace, tmp_path / "h")
+    recording = await run_native(
+        CLAUDE_ACP, ClaudeAcpSetting("default", ask_every_tool=False), MATRIX, workspace, tmp_path / "h", max_retries=1
+    )
     asked = [r["rawInput"].get("command") or r["rawInput"].get("file_path") for r in recording.requests]
     # Only the writing command and the writes asked; echo, cat, ls, git status, Read, Glob and
     # Grep (on /etc/passwd, outside the workspace) ran without a request.

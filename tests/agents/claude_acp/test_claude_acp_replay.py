@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from acp import PROTOCOL_VERSION, connect_to_agent, text_block
-from tests.agents.codex.native import Recording, RecordingClient
+from tests.agents.native import Recording, RecordingClient
 from tests.conftest import make_git_repo
 
 from baton.acp.replay import ReplayTagger

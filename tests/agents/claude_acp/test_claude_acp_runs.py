@@ -4,36 +4,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from acp.schema import RequestPermissionRequest, SessionNotification
-from tests.agents.conftest import Finished, assert_log_whole, run_to_end
-from tests.conftest import make_git_repo
+from tests.agents.conftest import assert_log_whole, run_beside_claude
 from tests.golden.build import GOLDEN
 from tests.golden.codex import build_codex_sample
 
-from baton.config import Settings
 from baton.events.project import project
-from baton.runs import RunSpec
-from baton.testing import ScriptedModelServer
 
-KEY = "sk-scripted-anthropic-key-0123456789abcdef"
 SAMPLE = "claude-agent-acp-allow"
-
-
-async def run_scripted(settings: Settings, scenario: str, spec: RunSpec) -> Finished:
-    with ScriptedModelServer(scenario) as server:
-        configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=KEY)
-        return await run_to_end(configured, spec)
-
-
-def without_snapshots(done: Finished) -> list[str]:
-    return [kind for kind in done.types() if kind != "snapshot.captured"]
 
 
 @pytest.mark.claude
@@ -41,16 +23,8 @@ def without_snapshots(done: Finished) -> list[str]:
 async def test_write_and_run_gives_the_same_event_types_as_claude(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
-    runs = []
-    for agent in ("claude", "claude-acp"):
-        repo = make_git_repo(tmp_path / agent / "repo", {"README.md": "# r\n"})
-        settings = Settings.load({"BATON_HOME": str(tmp_path / agent / "home"), "PATH": os.environ["PATH"]})
-        spec = RunSpec(prompt="go", repo=repo, agent=agent, permission_mode="acceptEdits", allow=("Bash",))
-        runs.append(run_scripted(settings, "write-and-run", spec))
-    claude, claude_acp = await asyncio.gather(*runs)
-    # Snapshots are captured in the background after an edit: where they land is timing, not the agent.
-    assert without_snapshots(claude_acp) == without_snapshots(claude), f"{claude.types()}\n{claude_acp.types()}"
+    claude, claude_acp = await run_beside_claude(tmp_path, monkeypatch, "claude-acp")
+    assert claude_acp.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{claude_acp.types()}"
     assert claude_acp.types().count("snapshot.captured") == claude.types().count("snapshot.captured")
     assert_log_whole(claude_acp.entries)
     started = next(e["data"] for e in claude_acp.events if e["type"] == "task.started")

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.agents.codex.native import prompt_after, run_native
 from tests.agents.conftest import permission_answers, run_to_end, scripted_openai
-from tests.conftest import make_git_repo
+from tests.agents.native import COMMANDS, EDIT, WRITES, bash, matrix_scenario, run_native
 
 from baton.agents.registry import AGENTS, CODEX, bound_input_hash, choose_setting, codex_bound_input
 from baton.config import Settings
@@ -29,40 +28,11 @@ pytestmark = pytest.mark.timeout(60)
 ASK_ALL = next(setting for setting in CODEX.settings if setting.name == "ask-all")
 AUTO = next(setting for setting in CODEX.settings if setting.name == "auto")
 
-COMMANDS = ["echo hi", "cat README.md", "ls", "git status", "touch made.txt"]
-MATRIX = Scenario.from_dict(
-    {
-        "steps": [
-            *({"tools": [{"name": "Bash", "input": {"command": command}}]} for command in COMMANDS),
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/new.txt", "content": "new\n"}}]},
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/.claude/settings.json", "content": "{}\n"}}]},
-            {
-                "tools": [
-                    {
-                        "name": "Edit",
-                        "input": {
-                            "file_path": "{cwd}/README.md",
-                            "old_string": "# a repository",
-                            "new_string": "# b repository",
-                        },
-                    }
-                ]
-            },
-            {"tools": [{"name": "Bash", "input": {"command": "echo hi"}}]},
-        ],
-        "final_text": "All done.",
-    },
-    name="matrix",
-)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return make_git_repo(tmp_path / "work", {"README.md": "# a repository\n"})
+MATRIX = matrix_scenario(*WRITES, EDIT, bash("echo hi"))
 
 
 async def test_ask_all_sends_every_command_and_patch_to_the_gatekeeper(workspace: Path, tmp_path: Path) -> None:
-    recording = await run_native(ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
+    recording = await run_native(CODEX, ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
     assert recording.stop_reason == "end_turn"
     kinds = [request["kind"] for request in recording.requests]
     assert recording.asked_commands()[:5] == COMMANDS
@@ -88,7 +58,7 @@ async def test_ask_all_sends_every_command_and_patch_to_the_gatekeeper(workspace
 
 
 async def test_auto_runs_commands_and_patches_without_asking(workspace: Path, tmp_path: Path) -> None:
-    recording = await run_native(AUTO.config, MATRIX, workspace, tmp_path / "home")
+    recording = await run_native(CODEX, AUTO.config, MATRIX, workspace, tmp_path / "home")
     assert recording.stop_reason == "end_turn"
     assert recording.requests == []
     assert sorted(recording.ran_commands()) == sorted([*COMMANDS, "echo hi"])
@@ -155,7 +125,7 @@ async def test_without_the_prompt_rules_untrusted_runs_safe_commands_unasked(wor
         {"steps": [{"tools": [{"name": "Bash", "input": {"command": c}}]} for c in ("echo hi", "touch made.txt")]},
         name="two",
     )
-    recording = await run_native(untrusted, two, workspace, tmp_path / "home")
+    recording = await run_native(CODEX, untrusted, two, workspace, tmp_path / "home")
     assert recording.asked_commands() == ["touch made.txt"]
     assert "echo hi" in recording.ran_commands()
 
@@ -168,5 +138,5 @@ async def test_model_selection_through_the_model_config_option(workspace: Path, 
         assert any(o["id"] == "model" and o["currentValue"] == "gpt-5.5" for o in offered)
         await _select_model(conn, session, "gpt-5.4")
 
-    requests = await prompt_after(workspace, tmp_path / "home", "plain", select)
-    assert {r.body["model"] for r in requests if r.path == "/v1/responses"} == {"gpt-5.4"}
+    recording = await run_native(CODEX, ASK_ALL.config, "plain", workspace, tmp_path / "home", before_prompt=select)
+    assert {r.body["model"] for r in recording.model_requests if r.path == "/v1/responses"} == {"gpt-5.4"}

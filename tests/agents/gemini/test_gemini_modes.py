@@ -9,40 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.agents.gemini.native import run_native
-from tests.conftest import make_git_repo
+from tests.agents.native import READ, WRITES, matrix_scenario, run_native
 
 from baton.agents.gemini import GeminiSetting
 from baton.agents.registry import GEMINI, choose_setting
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
-from baton.testing import Scenario
 
 pytestmark = pytest.mark.timeout(60)
 
 ASK_ALL = GEMINI.settings[0]
-COMMANDS = ["echo hi", "cat README.md", "ls", "git status", "touch made.txt"]
-MATRIX = Scenario.from_dict(
-    {
-        "steps": [
-            *({"tools": [{"name": "Bash", "input": {"command": command}}]} for command in COMMANDS),
-            {"tools": [{"name": "Read", "input": {"file_path": "{cwd}/README.md"}}]},
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/new.txt", "content": "new\n"}}]},
-            {"tools": [{"name": "Write", "input": {"file_path": "{cwd}/.claude/settings.json", "content": "{}\n"}}]},
-        ],
-        "final_text": "All done.",
-    },
-    name="matrix",
-)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return make_git_repo(tmp_path / "work", {"README.md": "# a repository\n"})
+MATRIX = matrix_scenario(READ, *WRITES)
 
 
 async def test_ask_all_sends_every_call_but_safe_commands_to_the_gatekeeper(workspace: Path, tmp_path: Path) -> None:
-    recording, _ = await run_native(ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
+    recording = await run_native(GEMINI, ASK_ALL.config, MATRIX, workspace, tmp_path / "home")
     assert recording.stop_reason == "end_turn"
     asked = [(request["kind"], request["title"]) for request in recording.requests]
     assert asked == [
@@ -60,7 +41,9 @@ async def test_ask_all_sends_every_call_but_safe_commands_to_the_gatekeeper(work
 
 @pytest.mark.slow
 async def test_without_the_policy_reads_run_unasked_too(workspace: Path, tmp_path: Path) -> None:
-    recording, _ = await run_native(GeminiSetting("default", ask_every_tool=False), MATRIX, workspace, tmp_path / "h")
+    recording = await run_native(
+        GEMINI, GeminiSetting("default", ask_every_tool=False), MATRIX, workspace, tmp_path / "h"
+    )
     assert [request["kind"] for request in recording.requests] == ["execute", "edit", "edit"]
 
 

@@ -4,32 +4,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from acp.schema import RequestPermissionRequest, SessionNotification
-from tests.agents.conftest import Finished, assert_log_whole, permission_answers, run_to_end
-from tests.conftest import make_git_repo
+from tests.agents.conftest import assert_log_whole, permission_answers, run_beside_claude
 from tests.golden.build import GOLDEN
 from tests.golden.codex import build_codex_sample
 
 from baton.agents.registry import GEMINI, bound_input_hash, gemini_bound_input, gemini_tool_calls
-from baton.config import Settings
 from baton.events.project import project
-from baton.runs import RunSpec
-from baton.testing import ScriptedModelServer
 
-CLAUDE_KEY = "sk-scripted-anthropic-key-0123456789abcdef"
-GEMINI_KEY = "scripted-gemini-key-0123456789abcdef"
 SAMPLE = "gemini-acp-allow"
-
-
-def without_snapshots(done: Finished) -> list[str]:
-    return [kind for kind in done.types() if kind != "snapshot.captured"]
 
 
 @pytest.mark.claude
@@ -37,19 +24,8 @@ def without_snapshots(done: Finished) -> list[str]:
 async def test_write_and_run_gives_the_same_event_types_as_claude(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
-    with ScriptedModelServer("write-and-run") as server:
-        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
-        monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-        runs = []
-        for agent in ("claude", "gemini"):
-            repo = make_git_repo(tmp_path / agent / "repo", {"README.md": "# r\n"})
-            settings = Settings.load({"BATON_HOME": str(tmp_path / agent / "home"), "PATH": os.environ["PATH"]})
-            settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=CLAUDE_KEY)
-            spec = RunSpec(prompt="go", repo=repo, agent=agent, permission_mode="acceptEdits", allow=("Bash",))
-            runs.append(run_to_end(settings, spec))
-        claude, gemini = await asyncio.gather(*runs)
-    assert without_snapshots(gemini) == without_snapshots(claude), f"{claude.types()}\n{gemini.types()}"
+    claude, gemini = await run_beside_claude(tmp_path, monkeypatch, "gemini")
+    assert gemini.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{gemini.types()}"
     assert_log_whole(gemini.entries)
     assert [e["data"]["command"] for e in gemini.events if e["type"] == "command.finished"] == ["echo hi"]
     assert [(e["data"]["path"], e["data"]["change"]) for e in gemini.events if e["type"] == "file.changed"] == [
