@@ -24,6 +24,13 @@ def _started() -> EntryLog:
     return log
 
 
+def _with(method: str, params: dict[str, Any]) -> EntryLog:
+    """A started run with one ``_baton/<method>`` entry."""
+    log = _started()
+    log.baton(method, params)
+    return log
+
+
 def _update(log: EntryLog, update: dict[str, Any]) -> None:
     log.notify("session/update", {"sessionId": SESSION, "update": update})
 
@@ -38,6 +45,11 @@ def _call(log: EntryLog, call_id: str, kind: str, title: str, raw_input: dict[st
         "rawInput": raw_input,
     }
     _update(log, update | extra)
+
+
+def _bash(log: EntryLog, call_id: str, command: str) -> None:
+    meta = {"baton": {"tool_name": "Bash", "command": command}}
+    _call(log, call_id, "execute", f"`{command}`", {"command": command}, _meta=meta)
 
 
 def _done(log: EntryLog, call_id: str, text: str, *, failed: bool = False, **meta: Any) -> None:
@@ -103,14 +115,7 @@ def file_changed() -> EntryLog:
 
 def command_started() -> EntryLog:
     log = _started()
-    _call(
-        log,
-        "t1",
-        "execute",
-        "`ls`",
-        {"command": "ls"},
-        _meta={"baton": {"tool_name": "Bash", "command": "ls"}},
-    )
+    _bash(log, "t1", "ls")
     return log
 
 
@@ -122,16 +127,13 @@ def command_finished() -> EntryLog:
 
 def test_result() -> EntryLog:
     log = _started()
-    command = "cd app && npm test 2>&1 | tail -5"
-    meta = {"baton": {"tool_name": "Bash", "command": command}}
-    _call(log, "t1", "execute", f"`{command}`", {"command": command}, _meta=meta)
+    _bash(log, "t1", "cd app && npm test 2>&1 | tail -5")
     _done(log, "t1", "Tests:       1 failed, 3 passed, 4 total\nTime:        0.5 s", exit_code=0)
     return log
 
 
 def gate_opened() -> EntryLog:
-    log = _started()
-    log.baton(
+    return _with(
         "gate_opened",
         {
             "gate_id": "g1",
@@ -144,7 +146,6 @@ def gate_opened() -> EntryLog:
             "expires_at": "2026-12-01T12:00:00.000Z",
         },
     )
-    return log
 
 
 def gate_resolved() -> EntryLog:
@@ -154,8 +155,7 @@ def gate_resolved() -> EntryLog:
 
 
 def snapshot_captured() -> EntryLog:
-    log = _started()
-    log.baton(
+    return _with(
         "tree_snapshot",
         {
             "snapshot_id": "s1",
@@ -167,17 +167,13 @@ def snapshot_captured() -> EntryLog:
             "log_seq_to": 9,
         },
     )
-    return log
 
 
 def turn_finished() -> EntryLog:
-    log = _started()
     usage = {"input_tokens": 100, "output_tokens": 20}
-    log.baton(
-        "turn_complete",
-        {"stop_reason": "end_turn", "usage": usage, "total_cost_usd": 0.0008, "duration_ms": 138},
+    return _with(
+        "turn_complete", {"stop_reason": "end_turn", "usage": usage, "total_cost_usd": 0.0008, "duration_ms": 138}
     )
-    return log
 
 
 def task_finished() -> EntryLog:
@@ -200,8 +196,7 @@ def task_finished() -> EntryLog:
 
 
 def task_failed() -> EntryLog:
-    log = _started()
-    log.baton(
+    return _with(
         "status",
         {
             "status": "failed",
@@ -210,7 +205,6 @@ def task_failed() -> EntryLog:
             "message": "Claude Code exited (1)",
         },
     )
-    return log
 
 
 MINIMAL: dict[str, Callable[[], EntryLog]] = {
