@@ -29,6 +29,7 @@ __all__ = [
     "create_task",
     "get_snapshot",
     "get_task",
+    "inbox_insert",
     "inbox_pending",
     "inbox_put",
     "inbox_take",
@@ -114,13 +115,16 @@ def read_runner_events(engine: Engine, run_id: str, after: int, limit: int | Non
 
 def inbox_put(engine: Engine, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
     with engine.begin() as connection:
-        run_key = run_key_of(connection, run_id)
-        values = {"run_key": run_key, "created_at": utc_timestamp(), "kind": kind, "payload": dict(payload)}
-        message_id = connection.execute(insert(inbox).values(**values).returning(inbox.c.id)).scalar_one()
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                text("SELECT pg_notify(:channel, :run_id)"), {"channel": INBOX_CHANNEL, "run_id": run_id}
-            )
+        return inbox_insert(connection, run_key_of(connection, run_id), run_id, kind, payload)
+
+
+def inbox_insert(connection: Connection, run_key: int, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
+    """``inbox_put`` inside a transaction of the caller's (the gate ledger records a decision
+    and its inbox command in one)."""
+    values = {"run_key": run_key, "created_at": utc_timestamp(), "kind": kind, "payload": dict(payload)}
+    message_id = connection.execute(insert(inbox).values(**values).returning(inbox.c.id)).scalar_one()
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_notify(:channel, :run_id)"), {"channel": INBOX_CHANNEL, "run_id": run_id})
     return int(message_id)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "RunStatus",
     "TaskRecord",
     "Transition",
+    "new_gate_id",
     "new_run_id",
     "new_task_id",
 ]
@@ -49,6 +50,10 @@ def new_run_id() -> str:
 
 def new_task_id() -> str:
     return "task_" + _ulid()
+
+
+def new_gate_id() -> str:
+    return "gate_" + _ulid()
 
 
 @dataclass(frozen=True)
