@@ -98,10 +98,11 @@ async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, re
             await asyncio.sleep(0.5)  # let `sleep` start
             command = {"jsonrpc": "2.0", "id": 1, "method": "cancel"}
             answer = await client.post(f"/v1/runs/{run_id}/command", json=command)
+            # Through the run's inbox, like any command from any process.
             assert answer.status_code == 200 and answer.json() == {
                 "jsonrpc": "2.0",
                 "id": 1,
-                "result": {"status": "cancelling"},
+                "result": {"status": "queued", "inbox_id": answer.json()["result"]["inbox_id"]},
             }
             received = await asyncio.wait_for(staying, 30)
             final = await ended(client, run_id)

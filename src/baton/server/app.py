@@ -24,20 +24,23 @@ from baton.server.routes import commands, events, health, runs, tasks
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 
-__all__ = ["create_app"]
+__all__ = ["authenticator_for", "create_app"]
 
 
-def _authenticator(settings: Settings, config: ServerConfig) -> tuple[Authenticator, str | None]:
+def authenticator_for(
+    settings: Settings, config: ServerConfig, *, audience: str | None = None
+) -> tuple[Authenticator, str | None]:
+    """JWTs for ``audience`` (default ``jwt_audience``) with keys; else the local token (and loopback only)."""
     if not config.jwt_public_keys and not config.loopback_only:
         raise UsageError(
             "invalid_argument",
             f"listening on {config.host} needs JWT keys (BATON_JWT_PUBLIC_KEYS); "
-            "without keys baton serve listens on loopback only",
+            "without keys baton listens on loopback only",
         )
     if config.jwt_public_keys:
         keys = load_keys(config.jwt_public_keys)
         jwt_auth = JwtAuthenticator(
-            keys, audience=config.jwt_audience, issuer=config.jwt_issuer, leeway=config.jwt_leeway_seconds
+            keys, audience=audience or config.jwt_audience, issuer=config.jwt_issuer, leeway=config.jwt_leeway_seconds
         )
         return jwt_auth, None
     token = ensure_local_token(config.local_token_path(settings))
@@ -47,7 +50,7 @@ def _authenticator(settings: Settings, config: ServerConfig) -> tuple[Authentica
 def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAPI:
     """The application; keys and the local token are checked now, the store opens at startup."""
     config = config or ServerConfig.load(settings)
-    authenticator, local_token = _authenticator(settings, config)
+    authenticator, local_token = authenticator_for(settings, config)
     draining = asyncio.Event()
     streams = StreamStats()
 

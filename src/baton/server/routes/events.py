@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import Response
@@ -26,11 +26,16 @@ from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, 
 from baton.server.sse import EventStream, Frame
 from baton.server.state import ServerState, server_state
 
-__all__ = ["router", "run_entries"]
+__all__ = ["SSE_RESPONSES", "View", "event_stream", "resume_point", "router", "run_entries"]
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTH_RESPONSES)
 
 _POLL_SECONDS: Final = 0.2
+
+View = Literal["events", "acp"]
+SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "Server-sent events; see docs/server.md"},
+}
 
 
 class _StreamResponse(Response):
@@ -48,7 +53,7 @@ class _StreamResponse(Response):
             self._release()
 
 
-def _resume_point(last_event_id: str | None, after: int | None) -> int:
+def resume_point(last_event_id: str | None, after: int | None) -> int:
     if last_event_id is not None:
         try:
             value = int(last_event_id.strip())
@@ -62,29 +67,29 @@ def _resume_point(last_event_id: str | None, after: int | None) -> int:
 
 @router.get(
     "/{run_id}/events",
-    responses={
-        **NOT_FOUND,
-        200: {"content": {"text/event-stream": {}}, "description": "Server-sent events; see docs/server.md"},
-    },
+    responses={**NOT_FOUND, **SSE_RESPONSES},
     response_class=Response,
 )
 async def run_events(
     run_id: str,
     request: Request,
     principal: Annotated[Principal, Depends(with_scope("runs:read"))],
-    view: Annotated[Literal["events", "acp"], Query(description="Runner events, or every log entry.")] = "events",
+    view: Annotated[View, Query(description="Runner events, or every log entry.")] = "events",
     after: Annotated[int | None, Query(ge=0, description="Start after this id (Last-Event-ID wins).")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
     """Stream the run live; resumable with ``Last-Event-ID``."""
     record = await visible_run(request, principal, run_id)
-    state = server_state(request)
-    start = _resume_point(last_event_id, after)
+    return event_stream(server_state(request), principal, record.id, view, resume_point(last_event_id, after))
+
+
+def event_stream(state: ServerState, principal: Principal, run_id: str, view: View, start: int) -> Response:
+    """The SSE response for a run the caller may see, from the first id after ``start``."""
 
     def source() -> AsyncGenerator[Frame, None]:
         if view == "acp":
-            return _entry_frames(state, record.id, start)
-        return _event_frames(state, record.id, start)
+            return _entry_frames(state, run_id, start)
+        return _event_frames(state, run_id, start)
 
     config = state.config
     stream = EventStream(
@@ -95,7 +100,7 @@ async def run_events(
         stats=state.streams,
         draining=state.draining,
     )
-    return _StreamResponse(stream, state.stream_slots.acquire(record.id, principal.sub))
+    return _StreamResponse(stream, state.stream_slots.acquire(run_id, principal.sub))
 
 
 async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:

@@ -12,7 +12,7 @@ import baton
 from baton.server.models import Health
 from baton.server.state import server_state
 
-__all__ = ["router"]
+__all__ = ["database_reachable", "router"]
 
 router = APIRouter()
 
@@ -26,10 +26,15 @@ def _ping(engine: Engine) -> bool:
     return True
 
 
+async def database_reachable(engine: Engine) -> bool:
+    """Whether the database answers a ``SELECT 1``."""
+    return await asyncio.to_thread(_ping, engine)
+
+
 @router.get("/health", response_model=Health, tags=["server"])
 async def health(request: Request) -> Health:
     """Status, version and whether the database answers."""
-    reachable = await asyncio.to_thread(_ping, server_state(request).baton.store.engine)
+    reachable = await database_reachable(server_state(request).baton.store.engine)
     return Health(
         status="ok" if reachable else "degraded",
         version=baton.__version__,
