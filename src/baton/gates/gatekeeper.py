@@ -14,6 +14,12 @@ Order of evaluation (the first step that decides wins):
 6. the mode decides (``mode:<mode>``), or ``outside_workspace:<path>`` when a path outside
    the workspace is why it asks.
 
+When the allow rules allow some parts of a compound command and not the others (``npm test |
+tail -5`` with only ``Bash(npm test:*)``), the message of a decision that does not allow names
+the parts no rule allows and the ``Bash(program:*)`` rules that would, once it has checked that
+those rules, added, would allow the whole command. It is a hint in the message only: the
+decision and its reason are the same as without it.
+
 The Gatekeeper returns ``ask``; what ``ask`` becomes (a gate, or a denial while there are no
 human gates) is the host's business. ``decide`` does no I/O besides resolving the path.
 """
@@ -21,7 +27,8 @@ human gates) is the host's business. ``decide`` does no I/O besides resolving th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -30,13 +37,19 @@ from baton.gates.commands import split_command
 from baton.gates.modes import Behavior, ToolGroup, default_behavior, tool_group
 from baton.gates.paths import PROTECTED_DIRS, ResolvedPath, resolve_path
 from baton.gates.policy import Policy
-from baton.gates.rules import CallTarget, Rule
+from baton.gates.rules import CallTarget, Rule, parse_rule
 
 __all__ = ["Decision", "Gatekeeper", "ToolCall"]
 
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 # Tools whose path is optional and defaults to the workspace root.
 _ROOTED_TOOLS = frozenset({"Glob", "Grep", "LS"})
+# A program a hint may name in Bash(program:*); not one that runs the command it is given.
+_HINT_PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_RUNS_ANY_COMMAND = frozenset(
+    {"sh", "bash", "zsh", "dash", "ksh", "fish", "env", "sudo", "doas", "su", "xargs", "eval", "exec", "command"}
+    | {"builtin", "nohup", "time", "timeout", "nice", "watch", "parallel", "ssh", "script"}
+)
 
 
 @dataclass(frozen=True)
@@ -116,10 +129,13 @@ class Gatekeeper:
             )
         if rule := _first(policy.ask, target):
             return Decision("ask", f"rule:{rule.text}", f"{name} needs a human's approval (rule {rule.text}).")
-        if allowed_by := self._allowed_by(target):
+        if allowed_by := _allowed_by(policy.allow, target):
             texts = " & ".join(dict.fromkeys(rule.text for rule in allowed_by))
             return Decision("allow", f"rule:{texts}", f"{name} is allowed by the rule {texts}.")
-        return self._by_mode(name, group, path)
+        decision = self._by_mode(name, group, path)
+        if decision.behavior != "allow" and (hint := self._rule_hint(target)):
+            decision = replace(decision, message=f"{decision.message} {hint}")
+        return decision
 
     def _is_plan_file(self, path: ResolvedPath | None) -> bool:
         """A Markdown file directly in the plan directory, symlinks followed (one pointing elsewhere is not)."""
@@ -153,23 +169,40 @@ class Gatekeeper:
         }
         return Decision(behavior, f"mode:{mode}", messages[behavior])
 
-    def _allowed_by(self, target: CallTarget) -> list[Rule]:
-        """The allow rules that together allow the call (empty: not allowed by rules)."""
-        rules = [rule for rule in self._policy.allow if rule.covers_tool(target.tool_name)]
-        if target.tool_name != "Bash" or target.command is None:
-            return [rule for rule in rules if rule.matches(target, restrictive=False)][:1]
-        if bare := [rule for rule in rules if rule.kind == "any"]:
-            return bare[:1]
+    def _rule_hint(self, target: CallTarget) -> str | None:
+        """For a compound command the allow rules allow in part: the rules that would allow the rest.
+
+        None unless some part is allowed, every other part is matched by a ``Bash(program:*)``
+        rule for its own program (not one that runs other commands, nor a part writing a file),
+        and the allow rules with those added allow the whole command.
+        """
         command = target.command
-        if not command.parsed or not command.parts:
-            return []
-        used: list[Rule] = []
+        if target.tool_name != "Bash" or command is None or not command.parsed or len(command.parts) < 2:
+            return None
+        rules = [rule for rule in self._policy.allow if rule.covers_tool("Bash")]
+        missing: dict[str, Rule] = {}
+        unallowed: list[str] = []
         for part in command.parts:
-            rule = next((r for r in rules if r.matches_part(part)), None)
-            if rule is None:
-                return []
-            used.append(rule)
-        return used
+            if any(rule.matches_part(part) for rule in rules):
+                continue
+            program = part.text.split(maxsplit=1)[0] if part.text.strip() else ""
+            if not _HINT_PROGRAM.fullmatch(program) or program in _RUNS_ANY_COMMAND:
+                return None
+            rule = parse_rule(f"Bash({program}:*)")
+            if not rule.matches_part(part):  # e.g. it writes a file: only a bare Bash allows that
+                return None
+            missing.setdefault(rule.text, rule)
+            unallowed.append(f"`{part.text}`")
+        if not missing or len(unallowed) == len(command.parts):
+            return None
+        if not _allowed_by((*self._policy.allow, *missing.values()), target):
+            return None
+        parts = list(dict.fromkeys(unallowed))
+        rules_named = ("the rule " if len(missing) == 1 else "the rules ") + " and ".join(missing)
+        them = "it" if len(parts) == 1 else "them"
+        return (
+            f"Part of this command is allowed by rules, but not {', '.join(parts)}: {rules_named} would allow {them}."
+        )
 
     def _target(self, call: ToolCall, group: ToolGroup) -> CallTarget:
         data = call.input if isinstance(call.input, dict) else {}
@@ -195,6 +228,25 @@ class Gatekeeper:
             # Glob(pattern="../../etc/*") searches wherever the pattern's literal prefix points.
             raw = str(Path(raw) / _literal_prefix(pattern))
         return resolve_path(raw, self._root)
+
+
+def _allowed_by(allow: tuple[Rule, ...], target: CallTarget) -> list[Rule]:
+    """The allow rules that together allow the call (empty: not allowed by rules)."""
+    rules = [rule for rule in allow if rule.covers_tool(target.tool_name)]
+    if target.tool_name != "Bash" or target.command is None:
+        return [rule for rule in rules if rule.matches(target, restrictive=False)][:1]
+    if bare := [rule for rule in rules if rule.kind == "any"]:
+        return bare[:1]
+    command = target.command
+    if not command.parsed or not command.parts:
+        return []
+    used: list[Rule] = []
+    for part in command.parts:
+        rule = next((r for r in rules if r.matches_part(part)), None)
+        if rule is None:
+            return []
+        used.append(rule)
+    return used
 
 
 def _first(rules: tuple[Rule, ...], target: CallTarget) -> Rule | None:
