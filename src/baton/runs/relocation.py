@@ -1,0 +1,172 @@
+"""A run in a new place: its tree brought to the latest snapshot, its shadow seeded, Claude
+Code's transcripts moved to the new working directory (``baton import``, and ``baton resume
+--repo DIR`` on another machine that shares the store and the blob store; docs/handoff.md).
+
+- :func:`restore_latest_snapshot` restores the run's latest snapshot into a folder that does not
+  hold it already (:func:`holds_snapshot`), through the restore saga (``workspace_dirty`` unless
+  ``force``), with the base commit from the folder's own repository when it has it;
+- :func:`seed_shadow` gives a run that comes from elsewhere a shadow whose latest snapshot is
+  the tree as restored, so the next capture is ``s<N+1>`` (the store keeps ``s1…sN``);
+- :func:`move_claude_project`: Claude Code finds a session under
+  ``.claude/projects/<the working directory, every other character than [a-zA-Z0-9] a dash>``.
+"""
+
+# ruff: noqa: PTH114, PTH115
+# (os.readlink: a symlink's target as the archive records it)
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from baton.config import Settings
+from baton.errors import NotFoundError
+from baton.snapshots import GitObjects, LocalBlobStore, RestoreResult, blob_store_for, restore_archive, shadow_for
+from baton.snapshots.archive import ArchiveLimits, Manifest, verify_archive
+from baton.snapshots.blobs import BlobStore
+from baton.store import Store
+
+__all__ = [
+    "blob_path",
+    "claude_project_folder",
+    "holds_snapshot",
+    "move_claude_project",
+    "restore_latest_snapshot",
+    "restore_unless_held",
+    "seed_shadow",
+]
+
+_SNAPSHOT_MESSAGE: Final = "baton snapshot "  # as ShadowRepo writes it
+_CLAUDE_PROJECT_NAME_MAX: Final = 200  # Claude Code hashes longer project folder names
+
+
+def blob_path(blobs: BlobStore, key: str, scratch: Path) -> Path:
+    """A local file holding the blob (the store's own file, or a fetched copy)."""
+    if isinstance(blobs, LocalBlobStore):
+        path = blobs.path_of(key)
+        if not path.is_file():
+            raise NotFoundError("snapshot_not_found", f"the snapshot archive {key} is missing from {blobs.root}")
+        return path
+    fetched = scratch / key.partition(":")[2]
+    blobs.fetch(key, fetched)
+    return fetched
+
+
+def claude_project_folder(cwd: str) -> str | None:
+    """The folder Claude Code keeps a working directory's sessions in (``.claude/projects/<it>``),
+    or None when the name would be hashed (longer than 200 characters)."""
+    name = re.sub(r"[^a-zA-Z0-9]", "-", cwd)
+    return name if len(name) <= _CLAUDE_PROJECT_NAME_MAX else None
+
+
+def move_claude_project(agent_home: Path, cwd: str) -> str | None:
+    """Claude Code finds a session by its working directory: move the run's transcripts to the
+    folder of the new one, so the resume can take the native path."""
+    projects = agent_home / ".claude" / "projects"
+    if not projects.is_dir():
+        return None
+    new = claude_project_folder(cwd)
+    if new is None:
+        shutil.rmtree(projects)
+        return (
+            "the repository's path is too long for Claude Code's session folder: the resume rebuilds the conversation"
+        )
+    if (projects / new).is_dir():
+        return None
+    sources = [entry for entry in sorted(projects.iterdir()) if entry.is_dir() and not entry.is_symlink()]
+    if not sources:
+        return None
+    (projects / new).mkdir()
+    for source in sources:
+        for transcript in source.iterdir():
+            transcript.rename(projects / new / transcript.name)
+        source.rmdir()
+    return None
+
+
+# -- restoring the latest snapshot (import, and resume --repo on a shared store) ---------------
+
+
+def holds_snapshot(manifest: Manifest, target: Path) -> bool:
+    """Whether ``target`` already has every file, symlink and deletion of the snapshot."""
+    for listed in manifest.files:
+        path = target / listed.path
+        try:
+            if os.path.islink(path) or not path.is_file() or path.stat().st_size != listed.size:
+                return False
+            if hashlib.sha256(path.read_bytes()).hexdigest() != listed.sha256:
+                return False
+        except OSError:
+            return False
+    for link, wanted in manifest.symlinks.items():
+        if not os.path.islink(target / link) or os.readlink(target / link) != wanted:
+            return False
+    return not any(os.path.lexists(target / deleted) for deleted in manifest.deleted)
+
+
+def restore_unless_held(
+    archive: Path, target: Path, shadow_base: GitObjects | None, force: bool, limits: ArchiveLimits | None
+) -> RestoreResult | None:
+    manifest = verify_archive(archive, limits)
+    if target.is_dir() and holds_snapshot(manifest, target):
+        return None
+    base, label = shadow_base, "shadow"
+    if target.is_dir() and (target / ".git").exists():
+        own = GitObjects.of_repository(target)
+        if manifest.base_commit and own.has_commit(manifest.base_commit):
+            base, label = own, "base_repo"
+    return restore_archive(archive, target, base=base, base_label=label, force=force, limits=limits)
+
+
+def seed_shadow(run_dir: Path, target: Path, latest: Mapping[str, Any]) -> None:
+    """A shadow for a run that comes from elsewhere: its start is the tree as restored, recorded
+    as the run's latest snapshot, so the next capture is ``s<N+1>`` and compares with it."""
+    shadow = shadow_for(run_dir, target)
+    if shadow.exists:
+        return
+    shadow.prepare()
+    tree = shadow.git("rev-parse", "refs/baton/start^{tree}").decode().strip()
+    start = shadow.git("rev-parse", "refs/baton/start").decode().strip()
+    record = {
+        key: value
+        for key, value in latest.items()
+        if key in ("id", "base_commit", "log_seq_from", "log_seq_to", "archive_key", "created_at")
+    }
+    record.update(tree_hash=tree, imported_tree_hash=latest.get("tree_hash"))
+    record.update({name: latest.get(name) or [] for name in ("added", "modified", "deleted", "renamed", "skipped")})
+    message = f"{_SNAPSHOT_MESSAGE}{latest['id']}\n\n{json.dumps(record, sort_keys=True)}\n"
+    commit = shadow.git("commit-tree", tree, "-p", start, "-F", "-", input=message.encode()).decode().strip()
+    shadow.git("update-ref", f"refs/snapshots/{latest['id']}", commit)
+    shadow.git("update-ref", "refs/heads/snapshots", commit)
+
+
+async def restore_latest_snapshot(
+    store: Store, settings: Settings, run_id: str, target: Path, *, force: bool = False
+) -> RestoreResult | None:
+    """Bring ``target`` to the run's latest snapshot when it does not hold it (``baton resume
+    --repo DIR`` on another machine sharing the store and the blob store); None when nothing
+    was written. ``workspace_dirty`` when ``target`` has changes the restore would lose."""
+    found = await store.list_snapshots(run_id)
+    latest = next((s for s in reversed(found) if s.get("archive_key")), None)
+    if latest is None:
+        return None
+    run_dir = settings.run_dir(run_id)
+    blobs = blob_store_for(None, settings.home)
+
+    def work() -> RestoreResult | None:
+        with tempfile.TemporaryDirectory(prefix="baton-resume-") as scratch:
+            archive = blob_path(blobs, str(latest["archive_key"]), Path(scratch))
+            shadow = shadow_for(run_dir, target)
+            base = GitObjects(shadow.environment) if shadow.exists else None
+            restored = restore_unless_held(archive, target, base, force, None)
+        seed_shadow(run_dir, target, latest)
+        return restored
+
+    return await asyncio.to_thread(work)
