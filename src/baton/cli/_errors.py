@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from baton.errors import BatonError, RefusedError, UsageError
+from baton.errors import BatonError, GateError, RefusedError, UsageError
 
 __all__ = ["exit_code_for", "report_error"]
 
 
 def exit_code_for(error: BatonError) -> int:
-    """2 for usage errors, 3 for refusals, 1 for everything else (DESIGN.md exit codes)."""
+    """2 for usage errors, 3 for refusals (a gate's included), 1 for everything else (DESIGN.md exit codes)."""
     if isinstance(error, UsageError):
         return 2
-    if isinstance(error, RefusedError):
+    if isinstance(error, RefusedError | GateError):
         return 3
     return 1
 
