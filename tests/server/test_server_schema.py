@@ -1,7 +1,10 @@
 """Schemathesis over every operation of a real server: never a 5xx, responses match the schema.
 
-Runs are created against a workspace root that holds no repository, so generated requests
-never start an agent (they are refused with ``repository_not_allowed``, or earlier).
+The workspace root (``BATON_WORKSPACE_ROOTS``) is a temporary folder holding one git
+repository. Generated paths are refused (``repository_not_allowed``); the first
+``REAL_RUNS`` generated run requests that would pass are pointed at that repository, so they
+start the real Claude Code against the scripted model. The run-starting endpoint is bounded to
+one run at a time: each started run is cancelled and awaited before the next case.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +23,42 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
+from tests.conftest import make_git_repo
 from tests.server._server import RunningServer, running_server
 
 from baton.config import Settings
 from baton.server import ServerConfig, create_app
+from baton.testing import ScriptedModelServer
 
-MAX_EXAMPLES = 30
+MAX_EXAMPLES = 30  # per operation
+REAL_RUNS = 3  # generated run requests that really start an agent
 
 # Hypothesis keeps a folder of its own; not in the checkout.
 set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "baton-tests-hypothesis"))
 
 
+@dataclass
+class ApiServer:
+    server: RunningServer
+    repo: Path
+    started: list[str] = field(default_factory=list)
+
+
 @pytest.fixture(scope="module")
-def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     home = tmp_path_factory.mktemp("schema") / "baton-home"
-    settings = Settings.load({"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")})
-    roots = (tmp_path_factory.mktemp("no-repositories"),)
-    config = ServerConfig(workspace_roots=roots, commands_per_minute=1_000_000, sse_heartbeat_seconds=0.2)
-    with running_server(settings, config) as server:
-        yield server
+    root = tmp_path_factory.mktemp("workspaces")
+    repo = make_git_repo(root / "repo", {"README.md": "# a repository\n"})
+    with ScriptedModelServer("plain") as model:
+        environ = {
+            "BATON_HOME": str(home),
+            "PATH": os.environ.get("PATH", ""),
+            "ANTHROPIC_BASE_URL": model.base_url,
+            "ANTHROPIC_API_KEY": "sk-scripted-schema",
+        }
+        config = ServerConfig(workspace_roots=(root,), commands_per_minute=1_000_000, sse_heartbeat_seconds=0.2)
+        with running_server(Settings.load(environ), config) as server:
+            yield ApiServer(server, repo)
 
 
 def _published_schema() -> dict[str, Any]:
@@ -51,6 +72,28 @@ schema = schemathesis.openapi.from_dict(_published_schema())
 
 @schema.parametrize()
 @hypothesis_settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-def test_every_operation(case: schemathesis.Case, api_server: RunningServer) -> None:
-    response = case.call(base_url=api_server.base_url, headers=api_server.headers(), timeout=10)
+def test_every_operation(case: schemathesis.Case, api_server: ApiServer) -> None:
+    server = api_server.server
+    real_run = (
+        case.method == "POST"
+        and case.path == "/v1/runs"
+        and isinstance(case.body, dict)
+        and "repo" in case.body
+        and len(api_server.started) < REAL_RUNS
+    )
+    if real_run:
+        assert isinstance(case.body, dict)
+        case.body["repo"] = str(api_server.repo)
+    response = case.call(base_url=server.base_url, headers=server.headers(), timeout=30)
     case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
+    if real_run and response.status_code == 201:
+        run_id = response.json()["id"]
+        api_server.started.append(run_id)
+        handle = server.state.handles[run_id]
+        handle.cancel()
+        server.call(handle.wait, timeout=60)  # one run at a time
+
+
+def test_real_runs_were_started(api_server: ApiServer) -> None:
+    """Runs from generated requests did start (else the endpoint was only seen refusing)."""
+    assert api_server.started, "no generated run request started a run"
