@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -111,3 +112,39 @@ async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, re
     assert final["status"] == "cancelled"
     assert again.json()["error"]["data"]["code"] == "run_not_running"
     assert server.streams.open == 0
+
+
+async def test_clients_in_other_processes_reconnecting_at_random_points_get_the_log_exactly(
+    settings: Settings, repo: Path
+) -> None:
+    """Three client processes leave and come back (Last-Event-ID) at random points of a live run."""
+    with serving(settings, "three-steps") as server:
+        async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
+            body = {"prompt": "go", "repo": str(repo), "permission_mode": "acceptEdits", "allow": ["Bash(sleep:*)"]}
+            created = await client.post("/v1/runs", json=body)
+            assert created.status_code == 201, created.text
+            run_id = created.json()["id"]
+            url = f"{server.base_url}/v1/runs/{run_id}/events"
+            clients = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "tests.server._reconnecting_client",
+                    url,
+                    server.token or "",
+                    str(seed),
+                    stdout=asyncio.subprocess.PIPE,
+                    cwd=Path(__file__).resolve().parents[2],
+                )
+                for seed in (1, 2, 3)
+            ]
+            outputs = await asyncio.wait_for(asyncio.gather(*(c.communicate() for c in clients)), 90)
+            final = await ended(client, run_id)
+        _, events = stored(server, run_id)
+    assert final["status"] == "finished"
+    expected = [[e["seq"], e["type"], e] for e in events]
+    assert [c.returncode for c in clients] == [0, 0, 0]
+    for stdout, _ in outputs:
+        result = json.loads(stdout)
+        assert result["messages"] == expected  # the union of its connections: in order, no gap, no duplicate
+        assert result["connections"] > 2
