@@ -14,14 +14,23 @@ any agent, and on ``session/prompt``:
 - ``silent``: never answers anything (not even ``initialize``);
 - ``ask``: announces a command (``touch asked.txt``, kind ``execute``) and asks permission for it
   (options ``yes``/``no`` of kinds ``allow_once``/``reject_once``); runs it when allowed, and
-  writes ``unasked.txt`` first without asking anyone (what an agent that is trusted may do).
+  writes ``unasked.txt`` first without asking anyone (what an agent that is trusted may do);
+- ``load``: an agent that offers ``session/load`` and not ``session/resume``. Each prompt (turn
+  N of the session) runs ``echo N`` (a ``tool_call`` of kind ``execute`` and its completion),
+  says ``turn N: PROMPT``, reports a ``usage_update`` whose USD cost is N cents, and answers
+  ``end_turn`` with usage; every update is kept in ``$HOME/.acp-script-agent/SESSION.jsonl``.
+  ``session/load`` of a session kept there replays its updates (the prompts as
+  ``user_message_chunk``) before it answers; an unknown session is error -32002.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+import uuid
+from pathlib import Path
 
 
 def send(message: dict[str, object]) -> None:
@@ -36,8 +45,73 @@ def chunk(session: str, text: str, sent_ns: int | None = None) -> dict[str, obje
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
 
 
+def _update(session: str, update: dict[str, object]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
+
+
+def load_agent() -> int:
+    """The ``load`` behaviour (see the module's docstring)."""
+    state = Path(os.environ.get("HOME", ".")) / ".acp-script-agent"
+    state.mkdir(parents=True, exist_ok=True)
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        params = message.get("params") or {}
+        if method == "initialize":
+            result = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}, "authMethods": []}
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "session/new":
+            session = "load-" + uuid.uuid4().hex[:12]
+            (state / f"{session}.jsonl").touch()
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": session}})
+        elif method == "session/load":
+            history = state / f"{params.get('sessionId')}.jsonl"
+            if not history.is_file():
+                send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32002, "message": "no such session"}})
+                continue
+            for kept in history.read_text().splitlines():
+                send(_update(params["sessionId"], json.loads(kept)))
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        elif method == "session/prompt":
+            session = params["sessionId"]
+            history = state / f"{session}.jsonl"
+            kept = history.read_text().splitlines()
+            turn = 1 + sum(1 for line in kept if '"user_message_chunk"' in line)
+            text = params["prompt"][0]["text"]
+            call = {"toolCallId": f"call-{turn}", "title": f"echo {turn}", "kind": "execute"}
+            updates: list[dict[str, object]] = [
+                {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}},
+                {"sessionUpdate": "tool_call", "status": "pending", "rawInput": {"command": f"echo {turn}"}, **call},
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call["toolCallId"],
+                    "status": "completed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": f"{turn}\n"}}],
+                },
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"turn {turn}: {text}"}},
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 100 * turn,
+                    "size": 1000,
+                    "cost": {"amount": turn / 100, "currency": "USD"},
+                },
+            ]
+            with history.open("a") as out:
+                for update in updates:
+                    out.write(json.dumps(update) + "\n")
+            for update in updates[1:]:
+                send(_update(session, update))
+            usage = {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110}
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn", "usage": usage}})
+        elif request_id is not None and method is not None:
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no {method}"}})
+    return 0
+
+
 def main() -> int:
     behaviour = sys.argv[1]
+    if behaviour == "load":
+        return load_agent()
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     if behaviour == "silent":

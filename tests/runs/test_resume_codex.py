@@ -1,4 +1,5 @@
-"""Resume a Codex run (the real codex-acp, scripted): killed mid-command, resumed on the rebuilt path."""
+"""Resume a Codex run (the real codex-acp, scripted): killed mid-command, resumed on the native path
+(codex-acp 0.16 offers ``session/resume``: its own session comes back from the run's ``CODEX_HOME``)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def run_codex_and_kill_mid_command(home: Path, repo: Path, base_url: str) -> str
     return run_id
 
 
-async def test_a_codex_run_killed_mid_command_resumes_with_the_rebuilt_context(tmp_path: Path, repo: Path) -> None:
+async def test_a_codex_run_killed_mid_command_resumes_its_own_session(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "baton-home"
     with ScriptedModelServer("three-steps") as server:
         base_url = server.base_url + "/v1"
@@ -78,11 +79,15 @@ async def test_a_codex_run_killed_mid_command_resumes_with_the_rebuilt_context(t
     assert outcome.status == "finished", outcome
     assert handle.resume_plan is not None
     params = handle.resume_plan.params
-    assert params["path"] == "rebuilt" and len(params["interrupted_calls"]) == 1
+    assert params["path"] == "native" and len(params["interrupted_calls"]) == 1
     assert "[baton:interrupted Bash] sleep 1; echo hi (call " in params["prompt"]
     assert (repo / "one.txt").read_text() == "one\n" and (repo / "two.txt").read_text() == "two\n"
-    assert any("<baton-transcript>" in json.dumps(request.body) for request in requests)
+    assert not any("<baton-transcript>" in json.dumps(request.body) for request in requests)
     entries = log_entries(home / "baton.db", run_id)
+    resumed = [e for e in entries if e["method"] == "session/resume" and e["direction"] == "to_agent"]
+    session_ids = [e["payload"]["params"]["agent_session_id"] for e in entries if e["method"] == "_baton/agent_session"]
+    assert len(resumed) == 1 and resumed[0]["payload"]["params"]["sessionId"] == session_ids[0]
+    assert len(session_ids) == 2 and session_ids[0] == session_ids[1]
     assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
     types = [event["type"] for event in project(entries)]
     assert types.count("task.started") == 1 and types[-1] == "task.finished" and types.count("task.finished") == 1

@@ -1,4 +1,10 @@
-"""Tagging history an agent replays on ``session/load`` (DESIGN.md "The log").
+"""Bringing back an ACP agent's own session on resume, and tagging what it replays (DESIGN.md
+"The log", "Runs across processes" → Resume).
+
+:func:`restore_session` opens the session a resumed run continues: ``session/resume`` where the
+agent offers it (nothing is replayed), else ``session/load``; ``None`` when the agent offers
+neither or refuses (its session is gone), and the run falls back to a new session with the
+rebuilt conversation (:class:`AgentRestore`).
 
 ``session/load`` makes an agent send the whole conversation again as ``session/update``
 notifications before it answers. :class:`ReplayTagger` sits between the agent's transport and
@@ -9,11 +15,49 @@ runner events, usage and conversation rebuilds skip it. This is the only change 
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Any
 
+from acp import RequestError
 from acp._transport import Transport
+from acp.schema import AgentCapabilities, NewSessionResponse
 
-__all__ = ["ReplayTagger", "tag_replayed"]
+from baton.acp.extensions import ResumeParams
+
+__all__ = ["AgentRestore", "ReplayTagger", "restore_session", "tag_replayed"]
+
+_log = logging.getLogger("baton.acp.replay")
+
+
+@dataclass(frozen=True)
+class AgentRestore:
+    """What a resumed run of an ACP agent tries first, and what it does if the agent cannot."""
+
+    session_id: str  # the agent's session to resume or load
+    fallback_prompt: str  # the first prompt on a new session: the rebuilt conversation
+    fallback: ResumeParams  # logged as a second ``_baton/resume`` (path ``rebuilt``) on fallback
+
+
+async def restore_session(
+    conn: Any, capabilities: AgentCapabilities | None, session_id: str, cwd: str, meta: dict[str, Any]
+) -> NewSessionResponse | None:
+    """``session/resume`` if offered, else ``session/load`` (its replay tagged by a
+    :class:`ReplayTagger` under the tap); ``None`` when neither is offered or the agent refuses."""
+    offered = capabilities.session_capabilities if capabilities is not None else None
+    try:
+        if offered is not None and offered.resume is not None:
+            resumed = await conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=[], **meta)
+        elif capabilities is not None and capabilities.load_session:
+            resumed = await conn.load_session(session_id=session_id, cwd=cwd, mcp_servers=[], **meta)
+        else:
+            return None
+    except RequestError as exc:
+        _log.info("the agent did not restore session %s: %s", session_id, exc)
+        return None
+    modes = getattr(resumed, "modes", None)
+    options = getattr(resumed, "config_options", None)
+    return NewSessionResponse(session_id=session_id, modes=modes, config_options=options)
 
 
 def tag_replayed(message: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from types import TracebackType
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
+from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
@@ -229,6 +230,7 @@ class Baton:
         resume: ResumeParams | None = None,
         resumed_from: str | None = None,
         ask_human: AskHuman | None = None,
+        restore: AgentRestore | None = None,
     ) -> RunHandle:
         self.log.open_run(run_id)
         execution = RunExecution(
@@ -242,6 +244,7 @@ class Baton:
             entry=entry,
             resume=resume,
             resumed_from=resumed_from,
+            restore=restore,
             ask_human=ask_human,
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
@@ -316,6 +319,7 @@ class Baton:
             resume=plan.params,
             resumed_from=plan.resumed_from,
             ask_human=ask_human,
+            restore=plan.restore if prepared is not None else None,
         )
         handle.resume_plan = plan
         return handle

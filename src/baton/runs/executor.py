@@ -19,6 +19,7 @@ from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, notification
 from baton.acp.host import AgentNormalizer, AskHuman, BatonHost
+from baton.acp.replay import AgentRestore, ReplayTagger, restore_session
 from baton.acp.tap import TappingTransport
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
@@ -80,6 +81,7 @@ class RunExecution:
         start_timeout: float,
         resume: ResumeParams | None = None,
         resumed_from: str | None = None,
+        restore: AgentRestore | None = None,
         entry: AgentEntry | None = None,
         snapshots: SnapshotRecorder | None = None,
         ask_human: AskHuman | None = None,
@@ -104,6 +106,7 @@ class RunExecution:
         # new run (``resumed_from``) that continues the conversation of an ended one.
         self._resume = resume
         self._resumed_from = resumed_from
+        self.restore = restore  # an ACP agent's own session to resume or load (baton.acp.replay)
 
     def _note(self, name: str, params: Any) -> int:
         message = notification(name, params)
@@ -195,7 +198,7 @@ class RunExecution:
         try:
             transport = await self._agent.start()
             if self._entry is not None:
-                transport = AgentNormalizer(transport, self._entry)
+                transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
             tap = TappingTransport(transport, sink, self.run_id)
             host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry, self._ask_human)
@@ -219,11 +222,17 @@ class RunExecution:
         )
         try:
             async with asyncio.timeout(self._start_timeout):
-                await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
+                init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
                 command = self._agent.command if isinstance(self._agent, SubprocessAgent) else None
-                session = await conn.new_session(
-                    cwd=cwd, mcp_servers=[], **dict((command and command.session_meta) or {})
-                )
+                meta = dict((command and command.session_meta) or {})
+                session = None
+                if self.restore is not None:
+                    session = await restore_session(conn, init.agent_capabilities, self.restore.session_id, cwd, meta)
+                    if session is None:  # the agent's session is gone: the rebuilt conversation instead
+                        self.spec = replace(self.spec, prompt=self.restore.fallback_prompt)
+                        self._note("resume", self.restore.fallback)
+                if session is None:
+                    session = await conn.new_session(cwd=cwd, mcp_servers=[], **meta)
                 if command is not None and command.session_mode is not None:
                     # The agent may pick its starting mode from the repository's settings: set ours.
                     await conn.set_session_mode(session_id=session.session_id, mode_id=command.session_mode)
@@ -380,13 +389,20 @@ async def _select_model(conn: Any, session: Any, model: str) -> None:
 
 def _acp_usage(response: Any, usage_update: dict[str, Any] | None) -> dict[str, Any]:
     """Usage of an ACP agent that sends no ``_baton/usage``: the prompt response's, else the
-    latest ``usage_update`` (Codex 0.16 sends only the context window: ``used``, ``size``)."""
+    latest ``usage_update`` (Codex 0.16 sends only the context window: ``used``, ``size``); the
+    cost is the latest ``usage_update``'s USD ``cost.amount`` (claude-agent-acp 0.23: Claude
+    Code's ``total_cost_usd``, the agent process's total so far)."""
+    found: dict[str, Any] = {}
     usage = getattr(response, "usage", None)
     if usage is not None:
-        return {"usage": usage.model_dump(by_alias=True, exclude_none=True)}
-    if usage_update is not None:
-        return {"usage": {key: value for key, value in usage_update.items() if key != "sessionUpdate"}}
-    return {}
+        found["usage"] = usage.model_dump(by_alias=True, exclude_none=True)
+    elif usage_update is not None:
+        found["usage"] = {key: value for key, value in usage_update.items() if key != "sessionUpdate"}
+    cost = (usage_update or {}).get("cost")
+    amount = cost.get("amount") if isinstance(cost, dict) and cost.get("currency") == "USD" else None
+    if isinstance(amount, int | float) and not isinstance(amount, bool):
+        found["total_cost_usd"] = float(amount)
+    return found
 
 
 def _agent_error(exc: RequestError) -> AgentError:

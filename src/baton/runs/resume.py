@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 from sqlalchemy import Engine, update
 
 from baton.acp.extensions import ResumeParams
+from baton.acp.replay import AgentRestore
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
@@ -78,6 +79,7 @@ class ResumePlan:
     params: ResumeParams  # logged as ``_baton/resume``
     resume_session_id: str | None  # native path: the agent session to resume
     conversation: Conversation
+    restore: AgentRestore | None = None  # an ACP agent's session to resume or load, else the rebuilt path
 
 
 async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conversation:
@@ -199,6 +201,15 @@ async def plan_resume(
         "interrupted_calls": [call["id"] for call in interrupted],
         "prompt": user_prompt,
     }
+    restore = None
+    if record.agent != "claude" and str(cwd) == (record.cwd or conversation.cwd):
+        # An ACP agent resumes (or loads) its own session (baton.acp.replay): the rebuilt
+        # conversation is sent only if it cannot.
+        candidates = [*reversed(conversation.session_ids), record.agent_session_id]
+        agent_session = next((sid for sid in candidates if sid), None)
+        if agent_session is not None:
+            restore = AgentRestore(agent_session, agent_prompt, params)
+            params, agent_prompt = {**params, "path": "native"}, user_prompt
     return ResumePlan(
         run_id=target.id,
         resumed_from=run_id if ended else None,
@@ -206,6 +217,7 @@ async def plan_resume(
         params=params,
         resume_session_id=session_id if native else None,
         conversation=conversation,
+        restore=restore,
     )
 
 
@@ -275,10 +287,13 @@ def _claim(engine: Engine, run_id: str, expected: str | None, executor_id: str) 
 
 
 def _copy_agent_config(settings: Settings, source_run: str, target_run: str) -> None:
-    """The agent's own state (Claude's session files) for a new run that continues an ended one."""
-    source = settings.run_dir(source_run) / "agent-home" / ".claude"
+    """The agent's own state (its session files: Claude's ``.claude``, Codex's ``codex`` …) for a
+    new run that continues an ended one; not its scratch ``tmp``."""
+    source = settings.run_dir(source_run) / "agent-home"
     if source.is_dir():
-        shutil.copytree(source, settings.run_dir(target_run) / "agent-home" / ".claude", dirs_exist_ok=True)
+        with contextlib.suppress(shutil.Error):  # a socket or a vanished file: the rest is copied
+            target = settings.run_dir(target_run) / "agent-home"
+            shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("tmp"), dirs_exist_ok=True)
 
 
 def estimate_tokens(text: str) -> int:

@@ -154,14 +154,16 @@ class SnapshotRecorder:
         update = params.get("update") if isinstance(params, dict) else None
         if not isinstance(update, dict) or update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
             return
+        meta = update.get("_meta")
+        baton = meta.get("baton") if isinstance(meta, dict) else None
+        if isinstance(baton, dict) and baton.get("replay") is True:
+            return  # history the agent replayed (session/load): nothing changed now
         call_id = update.get("toolCallId")
         if not isinstance(call_id, str):
             return
         call = self._calls.setdefault(call_id, {"paths": set()})
         if isinstance(update.get("kind"), str):
             call["kind"] = update["kind"]
-        meta = update.get("_meta")
-        baton = meta.get("baton") if isinstance(meta, dict) else None
         if isinstance(baton, dict) and isinstance(baton.get("tool_name"), str):
             call["tool"] = baton["tool_name"]
         for location in update.get("locations") or ():
