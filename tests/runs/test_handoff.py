@@ -269,13 +269,17 @@ def _hostile_snapshot_archive(good: Path, out: Path) -> Path:
     archive = raw.getvalue()
     digest = hashlib.sha256(archive).hexdigest()
 
+    replaced: list[str] = []
+
     def swap(members: list[tuple[tarfile.TarInfo, bytes]]) -> None:
         for index, (info, _data) in enumerate(members):
-            if info.name.startswith("archives/"):
+            if info.name.startswith("archives/") and not replaced:  # one of the two archives
+                replaced.append(info.name)
                 members[index] = _member(f"archives/{digest}.tar.gz", archive)
 
     def relist(manifest: dict[str, Any]) -> None:
-        manifest["files"] = [f for f in manifest["files"] if not f["path"].startswith("archives/")]
+        first = next(f["path"] for f in manifest["files"] if f["path"].startswith("archives/"))
+        manifest["files"] = [f for f in manifest["files"] if f["path"] != first]
         manifest["files"].append(_listed(f"archives/{digest}.tar.gz", archive))
 
     return _rewrite(good, out, manifest=relist, members=swap)
@@ -322,6 +326,16 @@ HOSTILE: dict[str, tuple[str, Callable[[Path, Path], Path]]] = {
 }
 
 
+# Why some of them are refused (the rest say so plainly in their code).
+MESSAGES = {
+    "hostile_snapshot_archive": "'../escaped.txt' is not a clean relative path",
+    "lying_size": "the manifest says",
+    "run_id_traversal": "is not a run id",
+    "unknown_member": "is not part of a run export",
+    "unlisted_member": "is not in the manifest",
+}
+
+
 def _symlink(name: str, target: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type = tarfile.SYMTYPE
@@ -357,6 +371,7 @@ async def test_hostile_export_files_are_refused_and_nothing_is_written(
         with pytest.raises(BatonError) as refused:
             await import_run(store, destination, hostile, repo=target)
         assert refused.value.code == code, refused.value
+        assert MESSAGES.get(case, "") in refused.value.message
         assert await store.list_runs() == []
     assert every_file(destination.home) == before_home and every_file(target) == before_repo
     assert sorted(p.name for p in tmp_path.iterdir()) == before_tmp
