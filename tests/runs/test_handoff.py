@@ -5,6 +5,7 @@ test_handoff_claude.py."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import io
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli._baton_cli import invoke_in_process
 from tests.conftest import make_git_repo
 
 from baton.config import Settings
@@ -343,13 +345,19 @@ def _symlink(name: str, target: str) -> tarfile.TarInfo:
     return info
 
 
-@pytest.fixture
-async def good_export(tmp_path: Path) -> tuple[Path, Path]:
-    source = await make_source(tmp_path)
-    out = tmp_path / "good.tar.gz"
-    async with source.store:
-        await export_run(source.store, source.settings, source.run_id, out)
-    return out, source.repo
+@pytest.fixture(scope="module")
+def good_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One sound export (and its source repository) for the tests that only read it."""
+    base = tmp_path_factory.mktemp("good-export")
+
+    async def build() -> tuple[Path, Path]:
+        source = await make_source(base)
+        out = base / "good.tar.gz"
+        async with source.store:
+            await export_run(source.store, source.settings, source.run_id, out)
+        return out, source.repo
+
+    return asyncio.run(build())
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -430,9 +438,6 @@ async def test_a_dirty_repository_is_refused_unless_forced(tmp_path: Path, good_
 
 
 def test_the_cli_exports_and_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncio
-
-    from tests.cli._baton_cli import invoke_in_process
 
     source = asyncio.run(make_source(tmp_path))
     source.store.close()
