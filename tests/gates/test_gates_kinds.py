@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from baton.gates import Gatekeeper, Policy, ToolCall
 from baton.gates.kinds import AgentAnswer, answer_for_agent, answers_by_question, gate_for_call, plan_text
 
@@ -43,10 +45,11 @@ def test_a_question_is_a_question_gate_with_the_questions_copied() -> None:
     assert shape is not None and shape.kind == "question" and shape.plan is None
     assert shape.summary == "2 question(s): Database, Extras"
     assert shape.questions == [
-        {**QUESTIONS[0]},
+        {**QUESTIONS[0], "allowFreeText": True},
         {
             **QUESTIONS[1],
             "options": [{"label": "Caching", "description": "c"}, {"label": "Metrics", "description": ""}],
+            "allowFreeText": True,
         },
     ]
     assert shape.questions is not QUESTIONS  # a copy: the stored gate never aliases the call
@@ -67,6 +70,7 @@ def test_a_header_defaults_to_the_question_and_multiselect_to_false() -> None:
             "header": "Go on?",
             "options": [{"label": "Yes", "description": ""}],
             "multiSelect": False,
+            "allowFreeText": True,
         }
     ]
 
@@ -142,6 +146,8 @@ def test_plan_approve_edit_reject() -> None:
     )
     assert not rejected.allow and rejected.mode is None and not rejected.interrupt
     assert rejected.message == "The user rejected the plan: too risky. Keep planning; do not start the work."
+    plain = answer_for_agent(Gate("plan_review", "denied", {"decision": "reject", "reason": "human"}), call)
+    assert plain.message == "The user rejected the plan. Keep planning; do not start the work."
 
 
 def test_a_tool_gate_answer_carries_the_updated_input() -> None:
@@ -181,3 +187,24 @@ def test_planning_may_write_only_the_plan_file(tmp_path: Path) -> None:
         .reason
         == "mode:plan"
     )
+
+
+def test_the_stored_questions_are_what_decide_validates_answers_against() -> None:
+    from baton.errors import GateError
+    from baton.gates.decisions import check_answers
+
+    shape = gate_for_call(ask())
+    assert shape is not None and shape.questions is not None
+    answers = [{"header": "Database", "selected": ["SQLite"]}, {"header": "Extras", "selected": ["Caching", "Metrics"]}]
+    assert check_answers(shape.questions, answers) == answers
+    # Claude offers "Other": the user's own text is an answer
+    own = [{"header": "Database", "selected": ["DuckDB"]}, {"header": "Extras", "selected": ["Caching"]}]
+    assert check_answers(shape.questions, own) == own
+    for wrong in (
+        [{"header": "Nope", "selected": ["x"]}, *answers[1:]],
+        [{"header": "Database", "selected": ["SQLite", "Postgres"]}, answers[1]],
+        answers[:1],
+    ):
+        with pytest.raises(GateError) as caught:
+            check_answers(shape.questions, wrong)
+        assert caught.value.code == "answer_invalid"

@@ -158,9 +158,9 @@ def answers_by_question(questions: Sequence[Any], answers: Sequence[Any]) -> dic
     """baton's ``[{header, selected, note?}]`` as Claude's ``{question text: "A, B"}``.
 
     Each answer names its question by ``header`` (the question's text is accepted too). The
-    selected labels are joined by ``", "`` (Claude's multi-select form); a ``note`` — the free
-    text Claude Code's "Other" choice carries — follows them, or is the answer when nothing is
-    selected. Answers that name no question are left out (``decide`` refuses them first).
+    selected labels (or the user's own text: Claude's questions allow free text) are joined by
+    ``", "`` (Claude's multi-select form); a ``note`` follows them, or is the answer when nothing
+    is selected. Answers that name no question are left out (``decide`` refuses them first).
     """
     by_header: dict[str, str] = {}
     for question in questions:
@@ -196,20 +196,24 @@ def plan_text(entries: Sequence[Any]) -> str:
 
 
 def _denial(gate: DecidedGate, reason: str, interrupt: bool) -> AgentAnswer:
+    said = "" if reason in ("", "human") else reason  # "human": the ledger's reason when none was given
     if gate.kind == "question":
-        message = f"The user did not answer the questions ({reason})."
+        message = f"The user did not answer the questions ({said})." if said else "The user did not answer."
     elif gate.kind == "plan_review":
-        message = f"The user rejected the plan: {reason}. Keep planning; do not start the work."
         if reason in ("timeout", "cancelled"):
             message = f"The plan was not approved ({reason}). Do not start the work."
+        else:
+            why = f": {said}" if said else ""
+            message = f"The user rejected the plan{why}. Keep planning; do not start the work."
     else:
-        message = f"Denied by the user: {reason}." if reason else "Denied by the user."
+        message = f"Denied by the user: {said}." if said else "Denied by the user."
     return AgentAnswer(False, None, message, interrupt=interrupt, reason=reason or "human")
 
 
 def _questions(raw: Any) -> list[dict[str, Any]] | None:
     """Claude's questions, copied (``question``, ``header``, ``options`` [{label, description}],
-    ``multiSelect``); ``None`` when there is no list of questions with text and options."""
+    ``multiSelect``) with ``allowFreeText: true`` (what ``decide`` validates answers against);
+    ``None`` when there is no list of questions with text and options."""
     if not isinstance(raw, list) or not raw:
         return None
     copied: list[dict[str, Any]] = []
@@ -230,6 +234,9 @@ def _questions(raw: Any) -> list[dict[str, Any]] | None:
                     for option in options
                 ],
                 "multiSelect": item.get("multiSelect") is True,
+                # Claude Code always offers "Other" (the user's own text): what is selected may
+                # be any text, which Claude receives as the answer.
+                "allowFreeText": True,
             }
         )
     return copied

@@ -24,7 +24,8 @@ from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
-from baton.gates.budget import Budget, require_supported
+from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
+from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RunExecution
 from baton.runs.executors import effective_status
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
@@ -300,6 +301,7 @@ class Baton:
                 "or pass --scenario NAME to use baton's scripted model",
             )
         binary = (self.settings.claude_binary or bundled_claude_binary()) if prepared is None else None
+        await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
         plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
         self.redactor.add(api_key)
         agent_home = self.settings.run_dir(plan.run_id) / "agent-home"
@@ -309,7 +311,8 @@ class Baton:
         else:
             assert binary is not None
             gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
-            agent = InProcessClaude(self._resumed_claude(plan, api_key, binary))
+            spent = spend_from_log(await self.log.read(plan.run_id)).usd
+            agent = InProcessClaude(self._resumed_claude(plan, api_key, binary, spent))
         handle = self._execute(
             plan.run_id,
             plan.spec,
@@ -324,7 +327,9 @@ class Baton:
         handle.resume_plan = plan
         return handle
 
-    def _resumed_claude(self, plan: ResumePlan, api_key: str, binary: Path) -> ClaudeLaunch:
+    def _resumed_claude(
+        self, plan: ResumePlan, api_key: str, binary: Path, spent_usd: float | None = None
+    ) -> ClaudeLaunch:
         run_dir = self.settings.run_dir(plan.run_id)
         env = claude_environment(
             run_id=plan.run_id,
@@ -340,7 +345,8 @@ class Baton:
             env=env,
             launch_dir=run_dir / "launch",
             model=plan.spec.model,
-            max_budget_usd=plan.spec.budget_usd,
+            # a resumed Claude counts only its own spend against max_budget_usd: what is left
+            max_budget_usd=claude_budget_left(plan.spec.budget_usd, spent_usd),
             permission_mode=plan.spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,

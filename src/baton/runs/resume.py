@@ -177,6 +177,8 @@ async def plan_resume(
             repo=str(cwd),
             cwd=str(cwd),
             budget_usd=record.budget_usd,
+            budget_turns=record.budget_turns,
+            budget_seconds=record.budget_seconds,
             resumed_from=run_id,
         )
         await asyncio.to_thread(_copy_agent_config, settings, run_id, target.id)
@@ -242,6 +244,8 @@ async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = No
         deny=tuple(opening.get("deny") or ()),
         ask=tuple(opening.get("ask") or ()),
         budget_usd=record.budget_usd,
+        budget_turns=record.budget_turns,
+        budget_seconds=record.budget_seconds,
         task_id=record.task_id,
         run_mode="interactive" if record.run_mode == "interactive" else "background",
     )

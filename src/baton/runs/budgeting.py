@@ -1,0 +1,131 @@
+"""A run's budget while it executes (baton.gates.budget): what it spent, the ``resource_limit``
+gate when a turn reaches the budget, and the ``continue`` decisions that raise it.
+
+The executor calls :meth:`RunBudget.start` before the first turn and :meth:`RunBudget.after_turn`
+after each one. A reached budget opens a ``resource_limit`` gate (stored before
+``_baton/gate_opened`` is logged, the run ``paused`` on it) and the run **parks** at once: its
+turn is over, and Claude, stopped by ``max_budget_usd``, answers nothing more in that process.
+Whoever continues the parked run (``baton run`` waiting, ``baton resume``, a worker) calls
+:func:`continue_budget` first: the decided gate's new budget goes on the run's record and the
+gate is marked used (``used_by_call_id: "budget"``), so the continuation prompt does not name it
+as a call; the resumed execution logs its ``_baton/gate_resolved``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from baton.gates.budget import Budget, LimitReached, Spend, check_budget, continued_budget, spend_from_log
+from baton.gates.ledger import GateLedger, GateRecord
+from baton.store import Store
+from baton.store.records import RunRecord
+
+__all__ = ["CONTINUE_MARK", "RunBudget", "budget_of", "continue_budget"]
+
+CONTINUE_MARK: Final = "budget"  # ``used_by_call_id`` of a resource_limit gate whose budget is applied
+
+Note = Callable[[str, Any], object]
+
+
+def budget_of(record: RunRecord) -> Budget:
+    return Budget(record.budget_usd, record.budget_turns, record.budget_seconds)
+
+
+async def continue_budget(store: Store, run_id: str) -> Budget:
+    """Apply the run's ``continue`` decisions not applied yet (oldest first) to its record; the
+    budget the run goes on with."""
+    record = await store.get_run(run_id)
+    budget = budget_of(record)
+    ledger = GateLedger(store)
+    for gate in await _continued(ledger, run_id):
+        budget = continued_budget(budget, gate.decision)
+        await store.update_run(run_id, budget_usd=budget.usd, budget_turns=budget.turns, budget_seconds=budget.seconds)
+        await ledger.mark_used(gate.id, CONTINUE_MARK)
+    return budget
+
+
+class RunBudget:
+    """The budget of one execution of a run."""
+
+    def __init__(self, store: Store, run_id: str, budget: Budget, note: Note, *, expiry_seconds: float) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._note = note
+        self._expiry = expiry_seconds
+        self.budget = budget
+        self.spend = Spend()
+        self._turn_started: float | None = None
+
+    async def start(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Count what the run spent before (its log so far), and log the resolution of the
+        ``continue`` decisions applied for this execution (:func:`continue_budget`)."""
+        self.spend = spend_from_log(entries)
+        logged = {
+            (entry.get("payload") or {}).get("params", {}).get("gate_id")
+            for entry in entries
+            if entry.get("method") == "_baton/gate_resolved"
+        }
+        for gate in await GateLedger(self._store).list(run_id=self._run_id):
+            applied = (gate.decision or {}).get("used_by_call_id") == CONTINUE_MARK
+            if gate.kind == "resource_limit" and applied and gate.id not in logged:
+                decision = gate.decision or {}
+                self._note(
+                    "gate_resolved",
+                    {
+                        "gate_id": gate.id,
+                        "decision": decision.get("decision") or "continue",
+                        "reason": decision.get("reason"),
+                        "decided_by": gate.decided_by,
+                        "budget": self.budget.to_json(),
+                    },
+                )
+
+    def turn_started(self) -> None:
+        self._turn_started = time.monotonic()
+
+    async def after_turn(self, usage: Mapping[str, Any] | None, duration_ms: Any = None) -> GateRecord | None:
+        """Count the turn; when the budget is reached, open the ``resource_limit`` gate (the run
+        is then ``paused`` on it) and return it."""
+        measured = time.monotonic() - self._turn_started if self._turn_started is not None else 0.0
+        seconds = duration_ms / 1000 if isinstance(duration_ms, int | float) and duration_ms > 0 else measured
+        self.spend.add_turn(usage, seconds)
+        self._turn_started = None
+        subtype = (usage or {}).get("subtype")
+        reached = check_budget(self.budget, self.spend, subtype=subtype if isinstance(subtype, str) else None)
+        if reached is None:
+            return None
+        return await self._open(reached)
+
+    async def _open(self, reached: LimitReached) -> GateRecord:
+        gate, _superseded = await GateLedger(self._store).open(
+            self._run_id,
+            "resource_limit",
+            summary=reached.summary,
+            input=reached.gate_input(),
+            expires_in_seconds=self._expiry,
+        )
+        self._note(
+            "gate_opened",
+            {
+                "gate_id": gate.id,
+                "kind": gate.kind,
+                "tool_call_id": None,
+                "tool_name": None,
+                "bound_call_id": None,
+                "bound_input_hash": None,
+                "summary": gate.summary,
+                "expires_at": gate.expires_at,
+                "reason": "budget:" + ",".join(reached.limits),
+            },
+        )
+        await self._store.update_run(self._run_id, status="paused", status_reason=gate.id)
+        return gate
+
+
+async def _continued(ledger: GateLedger, run_id: str) -> list[GateRecord]:
+    gates = await ledger.list(run_id=run_id, status="approved")
+    return [
+        gate for gate in gates if gate.kind == "resource_limit" and (gate.decision or {}).get("used_by_call_id") is None
+    ]
