@@ -294,10 +294,14 @@ def _copy_agent_config(settings: Settings, source_run: str, target_run: str) -> 
     """The agent's own state (its session files: Claude's ``.claude``, Codex's ``codex`` …) for a
     new run that continues an ended one; not its scratch ``tmp``."""
     source = settings.run_dir(source_run) / "agent-home"
+
+    def scratch(directory: str, names: list[str]) -> list[str]:
+        return ["tmp"] if Path(directory) == source and "tmp" in names else []  # Gemini's .gemini/tmp is kept
+
     if source.is_dir():
         with contextlib.suppress(shutil.Error):  # a socket or a vanished file: the rest is copied
             target = settings.run_dir(target_run) / "agent-home"
-            shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("tmp"), dirs_exist_ok=True)
+            shutil.copytree(source, target, symlinks=True, ignore=scratch, dirs_exist_ok=True)
 
 
 def estimate_tokens(text: str) -> int:
