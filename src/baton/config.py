@@ -35,7 +35,8 @@ class Settings:
 
     home: Path = field(default_factory=_default_home)
     database_url: str | None = None
-    gate_grace_seconds: float = 30.0
+    gate_grace_seconds: float = 30.0  # a gate waits in-process this long, then the run parks
+    gate_expiry_seconds: float = 86400.0  # a gate not decided in this long is denied (reason ``timeout``)
     agent_env_passthrough: tuple[str, ...] = DEFAULT_ENV_PASSTHROUGH
     claude_binary: Path | None = None
     anthropic_base_url: str | None = None
@@ -71,6 +72,7 @@ class Settings:
 _TOML_KEYS = {
     "database_url": str,
     "gate_grace_seconds": float,
+    "gate_expiry_seconds": float,
     "agent_env_passthrough": tuple,
     "claude_binary": Path,
     "anthropic_base_url": str,
@@ -112,7 +114,7 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
             values["gate_grace_seconds"] = float(env["BATON_GATE_GRACE_SECONDS"])
         except ValueError as exc:
             raise UsageError("config_invalid", "BATON_GATE_GRACE_SECONDS must be a number") from exc
-    for name in ("inbox_poll_seconds", "interactive_idle_seconds"):
+    for name in ("inbox_poll_seconds", "interactive_idle_seconds", "gate_expiry_seconds"):
         variable = "BATON_" + name.upper()
         if env.get(variable):
             try:

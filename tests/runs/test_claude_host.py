@@ -112,13 +112,15 @@ async def test_two_tool_calls_in_one_turn_are_each_decided(settings: Settings, r
     assert len(answers) == 2 and all(answer["decision"] == "allow" for answer in answers.values())
 
 
-async def test_ask_becomes_a_logged_denial_until_gates_exist(settings: Settings, repo: Path) -> None:
+async def test_a_denial_by_rule_reaches_claude_with_its_reason(settings: Settings, repo: Path) -> None:
+    # (what the policy says to ask about opens a gate: tests/runs/test_gates_claude.py)
     with scripted(settings, "needs-approval") as (configured, _):
-        outcome, entries = await run_to_end(configured, RunSpec(prompt="go", repo=repo))
+        spec = RunSpec(prompt="go", repo=repo, deny=("Bash(touch:*)",))
+        outcome, entries = await run_to_end(configured, spec)
     assert outcome.status == "finished"
     assert not (repo / "approved.txt").exists()
     [answer] = decisions(entries).values()
-    assert answer["decision"] == "deny" and answer["reason"] == "no_human_gates_yet"
+    assert answer["decision"] == "deny" and answer["reason"] == "rule:Bash(touch:*)"
 
 
 async def test_repository_settings_and_hooks_are_never_loaded(settings: Settings, tmp_path: Path) -> None:

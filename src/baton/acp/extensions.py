@@ -52,6 +52,7 @@ class StatusParams(TypedDict):
     num_turns: NotRequired[int | None]
     duration_ms: NotRequired[int | None]
     result: NotRequired[str | None]
+    gate_id: NotRequired[str]  # paused: the gate the run parked on
 
 
 class TurnCompleteParams(TypedDict):
@@ -75,6 +76,7 @@ class ResumeParams(TypedDict):
     path: Literal["native", "rebuilt"]
     interrupted_calls: list[str]
     prompt: str
+    decided_gates: NotRequired[list[str]]  # gates decided while the run was parked (or its process dead)
 
 
 def notification(name: str, params: Any) -> dict[str, Any]:

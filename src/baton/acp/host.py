@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from acp import RequestError
 from acp._transport import Transport
@@ -30,19 +31,59 @@ from acp.schema import (
 )
 
 from baton.acp.workspace import Workspace, workspace_error
-from baton.agents.registry import AgentEntry, bound_input_hash
+from baton.agents.registry import AgentEntry, bound_input_hash, claude_bound_input
 from baton.errors import WorkspaceError
 from baton.events.commands import command_string
 from baton.gates import Decision, Gatekeeper, ToolCall
+from baton.gates.kinds import GateShape, gate_for_call, plan_text
 
-__all__ = ["NO_HUMAN_GATES_YET", "AgentNormalizer", "AskHuman", "BatonHost", "annotate", "choose_option"]
+__all__ = [
+    "NO_HUMAN",
+    "AgentNormalizer",
+    "AskHuman",
+    "BatonHost",
+    "GateAnswer",
+    "HumanGates",
+    "annotate",
+    "choose_option",
+]
 
-# Until human gates exist, a policy answer of "ask" is a denial that says why.
-NO_HUMAN_GATES_YET = "no_human_gates_yet"
+# A host with nobody to ask (no gates, no editor): a policy answer of "ask" is a denial that says why.
+NO_HUMAN = "no_human"
 
 # Someone who can answer a permission the policy says to *ask* about (``baton acp``: the editor's
 # user): given the agent's options, its tool call and the policy's decision, True to allow.
 AskHuman = Callable[[list[PermissionOption], Any, Decision], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class GateAnswer:
+    """What a human gate made of a call: ``park`` means the run parks before it is decided
+    (Claude's hook answers ``defer``; another agent gets no answer and is stopped)."""
+
+    behavior: Literal["allow", "deny", "park"]
+    reason: str
+    message: str
+    updated_input: dict[str, Any] | None = None
+    interrupt: bool = False
+    decided_by: str | None = None
+    gate_id: str | None = None
+
+
+class HumanGates(Protocol):
+    """Who opens a gate for a call the policy says to ask about (baton.runs.gating.RunGates)."""
+
+    async def decide(
+        self,
+        calls: list[ToolCall],
+        decision: Decision,
+        shape: Any,
+        *,
+        bound_call_id: str,
+        bound_input_hash: str,
+        cancelled: asyncio.Event,
+    ) -> GateAnswer: ...
+
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
 _REJECT_KINDS = ("reject_once", "reject_always")
@@ -69,9 +110,12 @@ class BatonHost:
         agent: AgentEntry | None = None,
         workspace: Workspace | None = None,
         ask_human: AskHuman | None = None,
+        gates: HumanGates | None = None,
     ) -> None:
         self.gatekeeper = gatekeeper
         self.ask_human = ask_human
+        self.gates = gates
+        self.last_plan: str | None = None  # the latest ACP plan of the turn: a mode switch after it is its review
         self._wait_logged = wait_logged
         self.agent = agent
         self.workspace = workspace
@@ -85,46 +129,66 @@ class BatonHost:
     def turn_started(self) -> None:
         self._cancelled = asyncio.Event()
         self.last_usage_update = None
+        self.last_plan = None
 
     async def request_permission(
         self, options: list[PermissionOption], session_id: str, tool_call: Any, **meta: Any
     ) -> RequestPermissionResponse:
         calls = self._calls(tool_call, meta)
+        shape = _shape(calls[0], self.last_plan)
         decision = _combine([self.gatekeeper.decide(call) for call in calls])
-        decided_by = "policy"
+        if shape is not None:  # a question or a plan review always reaches a human
+            decision = Decision(behavior="ask", reason=f"gate:{shape.kind}", message=shape.summary)
+        described = tool_call.model_dump(by_alias=True, exclude_none=True)
+        bound = self.agent.bound_input(described) if self.agent is not None else claude_bound_input(described)
+        baton: dict[str, Any] = {
+            "bound_call_id": tool_call.tool_call_id,
+            "bound_input_hash": bound_input_hash(bound),
+            "tool_name": calls[0].tool_name,
+        }
+        answer: GateAnswer | None = None
         if decision.behavior == "ask" and self.ask_human is not None:
             await self._wait_logged()  # the request is in the log before anyone is asked
             allowed = await self.ask_human(options, tool_call, decision)
-            decided_by = "human"
-            decision = Decision(
-                behavior="allow" if allowed else "deny",
-                reason="human",
-                message="approved by the user" if allowed else "denied by the user",
+            answer = GateAnswer(
+                "allow" if allowed else "deny",
+                "human",
+                "approved by the user" if allowed else "denied by the user",
+                decided_by="human",
             )
-        if decision.behavior == "ask":
-            decision = Decision(
-                behavior="deny",
-                reason=NO_HUMAN_GATES_YET,
-                message=f"{decision.message} (baton cannot ask a human yet, so this is denied)",
+        elif decision.behavior == "ask" and self.gates is not None:
+            await self._wait_logged()  # the request is in the log before its gate is opened
+            answer = await self.gates.decide(
+                calls,
+                decision,
+                shape,
+                bound_call_id=baton["bound_call_id"],
+                bound_input_hash=baton["bound_input_hash"],
+                cancelled=self._cancelled,
             )
+        elif decision.behavior == "ask":
+            answer = GateAnswer("deny", NO_HUMAN, f"{decision.message} (nobody can be asked here, so this is denied)")
+        if answer is not None and answer.behavior == "park":
+            return await self._park(answer, baton)
+        if answer is not None:
+            decision = Decision(behavior=answer.behavior, reason=answer.reason, message=answer.message)  # type: ignore[arg-type]
+            for key in ("decided_by", "gate_id", "updated_input"):
+                if getattr(answer, key) is not None:
+                    baton[key] = getattr(answer, key)
+            if answer.interrupt:
+                baton["interrupt"] = True
         allow = decision.behavior == "allow"
         option_id = choose_option(options, allow)
         if allow and option_id is None:
             allow, option_id = False, choose_option(options, False)
             decision = Decision(behavior="deny", reason="no_allow_option", message="the agent offered no allow option")
-        baton: dict[str, Any] = {"decision": "allow" if allow else "deny", "reason": decision.reason}
-        baton["message"] = decision.message
-        if decided_by == "human":
-            baton["decided_by"] = "human"
-        if self.agent is not None:
-            bound = self.agent.bound_input(tool_call.model_dump(by_alias=True, exclude_none=True))
-            baton["bound_call_id"] = tool_call.tool_call_id
-            baton["bound_input_hash"] = bound_input_hash(bound)
-            baton["tool_name"] = calls[0].tool_name
+            baton.pop("updated_input", None)
+        baton.update(decision="allow" if allow else "deny", reason=decision.reason, message=decision.message)
         # The decision is an effect baton performs: it waits for the request to be committed.
         await self._wait_logged()
         if self._cancelled.is_set():
             baton.update(decision="deny", reason="cancelled", message="the turn was cancelled")
+            baton.pop("updated_input", None)
             option_id = None
         outcome: AllowedOutcome | DeniedOutcome = (
             AllowedOutcome(outcome="selected", option_id=option_id)
@@ -132,6 +196,15 @@ class BatonHost:
             else DeniedOutcome(outcome="cancelled")
         )
         return RequestPermissionResponse(outcome=outcome, field_meta={"baton": baton})
+
+    async def _park(self, answer: GateAnswer, baton: dict[str, Any]) -> RequestPermissionResponse:
+        """The run parks: baton's Claude adapter answers ``defer``; any other agent gets no answer
+        (the executor stops it, and on resume it proposes the call again)."""
+        if self.agent is not None:
+            await asyncio.Future()  # never answered: the connection is closed under it
+        baton.update(decision="defer", reason=answer.reason, message=answer.message, gate_id=answer.gate_id)
+        await self._wait_logged()
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"), field_meta={"baton": baton})
 
     def _calls(self, tool_call: Any, meta: dict[str, Any]) -> list[ToolCall]:
         found = meta.get("baton")
@@ -151,8 +224,11 @@ class BatonHost:
         return [ToolCall(tool_name=name, input=raw, tool_call_id=call_id, kind=str(kind or "other"))]
 
     async def session_update(self, session_id: str, update: Any, **meta: Any) -> None:
-        if getattr(update, "session_update", None) == "usage_update":
+        kind = getattr(update, "session_update", None)
+        if kind == "usage_update":
             self.last_usage_update = update.model_dump(by_alias=True, exclude_none=True)
+        elif kind == "plan":
+            self.last_plan = plan_text([entry.model_dump() for entry in getattr(update, "entries", None) or ()])
 
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
@@ -181,6 +257,11 @@ class BatonHost:
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
+
+
+def _shape(call: ToolCall, last_plan: str | None) -> GateShape | None:
+    """The question or plan-review gate a call opens (baton.gates.kinds), or None: a tool call."""
+    return gate_for_call(call, last_plan=last_plan)
 
 
 def _combine(decisions: list[Decision]) -> Decision:

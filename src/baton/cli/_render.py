@@ -57,6 +57,19 @@ class LiveView:
         if diff:
             self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
 
+    def _gate_opened(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(
+            f"[yellow]? gate[/] {escape(str(data.get('gate_id')))} ({escape(str(data.get('kind')))}): "
+            f"{escape(str(data.get('summary') or ''))}"
+        )
+
+    def _gate_resolved(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        reason = f" ({escape(str(data['reason']))})" if data.get("reason") else ""
+        self.console.print(
+            f"[yellow]✓ gate[/] {escape(str(data.get('gate_id')))}: {escape(str(data.get('decision')))}{reason} "
+            f"[dim]by {escape(str(data.get('decided_by') or '?'))}[/]"
+        )
+
     def _command_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         self.console.print(f"[yellow]$[/] {escape(str(data.get('command')))}")
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +12,7 @@ from rich.markup import escape
 
 from baton.cli._app import app
 from baton.cli._errors import report_error
-from baton.cli._render import LiveView
+from baton.cli._follow import follow_run
 from baton.cli.run import _model_endpoint
 from baton.config import Settings
 from baton.errors import BatonError
@@ -37,21 +34,26 @@ def resume_command(
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option("--no-wait", help="Exit 4 when the run parks on a gate instead of waiting for the decision."),
+    ] = False,
 ) -> None:
     """Resume a run: its agent continues where it stopped (exit codes as for `baton run`)."""
     try:
         with _model_endpoint(scenario) as overrides:
-            code = asyncio.run(_resume(run_id, prompt, repo, Settings.load(None, **overrides), json_output))
+            code = asyncio.run(_resume(run_id, prompt, repo, Settings.load(None, **overrides), json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
 
 
-async def _resume(run_id: str, prompt: str | None, repo: Path | None, settings: Settings, json_output: bool) -> int:
+async def _resume(
+    run_id: str, prompt: str | None, repo: Path | None, settings: Settings, json_output: bool, no_wait: bool
+) -> int:
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
 
     console = Console(stderr=json_output, highlight=False)
-    view = LiveView(console)
     async with Baton(settings) as baton:
         handle = await baton.resume(run_id, prompt, repo=repo)
         plan = handle.resume_plan
@@ -67,20 +69,6 @@ async def _resume(run_id: str, prompt: str | None, repo: Path | None, settings: 
             + ")",
             soft_wrap=True,
         )
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, handle.cancel)
-        try:
-            async for event in baton.events(handle.run_id):
-                if event["log_seq"] <= after_log_seq:
-                    continue
-                if json_output:
-                    sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
-                    sys.stdout.flush()
-                else:
-                    view.show(dict(event))
-            outcome = await handle.wait()
-        finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
-    return outcome.exit_code
+        return await follow_run(
+            baton, handle, console=console, json_output=json_output, no_wait=no_wait, after_log_seq=after_log_seq
+        )

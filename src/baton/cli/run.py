@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ from rich.console import Console
 
 from baton.cli._app import app
 from baton.cli._errors import report_error
-from baton.cli._render import LiveView
+from baton.cli._follow import follow_run
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
 from baton.runs.spec import RunSpec
@@ -62,6 +60,10 @@ def run_command(
         bool,
         typer.Option("--trust-agent-permissions", help="Run an --agent-cmd agent gating only what it asks."),
     ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option("--no-wait", help="Exit 4 when the run parks on a gate instead of waiting for the decision."),
+    ] = False,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
     agent_command: tuple[str, ...] = ()
@@ -97,7 +99,7 @@ def run_command(
     )
     try:
         with _model_endpoint(scenario) as overrides:
-            code = asyncio.run(_run(spec, Settings.load(None, **overrides), json_output))
+            code = asyncio.run(_run(spec, Settings.load(None, **overrides), json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
@@ -133,25 +135,10 @@ def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str | int]]:
                     os.environ[name] = value
 
 
-async def _run(spec: RunSpec, settings: Settings, json_output: bool) -> int:
+async def _run(spec: RunSpec, settings: Settings, json_output: bool, no_wait: bool) -> int:
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
 
     console = Console(stderr=json_output, highlight=False)
-    view = LiveView(console)
     async with Baton(settings) as baton:
         handle = await baton.start(spec)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, handle.cancel)
-        try:
-            async for event in baton.events(handle.run_id):
-                if json_output:
-                    sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
-                    sys.stdout.flush()
-                else:
-                    view.show(dict(event))
-            outcome = await handle.wait()
-        finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
-    return outcome.exit_code
+        return await follow_run(baton, handle, console=console, json_output=json_output, no_wait=no_wait)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
-from baton.acp.extensions import ResumeParams
+from baton.acp.extensions import ResumeParams, notification
 from baton.acp.host import AskHuman
 from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
@@ -21,15 +21,17 @@ from baton.agents.launch import SubprocessLaunch, prepare_subprocess_agent
 from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
-from baton.events.entry import LogEntry
+from baton.events.entry import LogEntry, utc_timestamp
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
+from baton.gates.ledger import GateLedger
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RunExecution
-from baton.runs.executors import effective_status
+from baton.runs.executors import effective_status, executor_alive
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
+from baton.runs.parking import pending_gates, wait_for_decisions
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots import recorder_for
@@ -55,9 +57,11 @@ class RunHandle:
 
     resume_plan: ResumePlan | None = None  # set when the run was resumed (docs/resume.md)
 
-    def __init__(self, execution: RunExecution, task: asyncio.Task[RunOutcome]) -> None:
+    def __init__(self, execution: RunExecution, task: asyncio.Task[RunOutcome], baton: Baton | None = None) -> None:
         self._execution = execution
         self._task = task
+        self._baton = baton
+        self._stop_waiting = asyncio.Event()
 
     @property
     def run_id(self) -> str:
@@ -66,6 +70,7 @@ class RunHandle:
     def cancel(self) -> None:
         """Ask the agent to stop its turn; the run ends as ``cancelled``."""
         self._execution.request_cancel()
+        self._stop_waiting.set()
 
     async def send(self, text: str) -> int:
         """The next prompt of an interactive run, through its inbox; the inbox id."""
@@ -75,8 +80,36 @@ class RunHandle:
         """End an interactive run (``finished``) once the turns asked before are done."""
         return await post_command(self._execution.store, self.run_id, "close", {})
 
-    async def wait(self) -> RunOutcome:
-        return await asyncio.shield(self._task)
+    async def wait(self, *, through_parks: bool = True) -> RunOutcome:
+        """The run's outcome. A run that parks on a gate is waited through: once every gate is
+        decided (from any process) it resumes here (``Baton.resume``) and this waits for that;
+        ``through_parks=False`` returns the ``paused`` outcome at once (``--no-wait``)."""
+        outcome = await asyncio.shield(self._task)
+        while outcome.status == "paused" and through_parks:
+            ended = await self.continue_parked(outcome)
+            outcome = ended if ended is not None else await asyncio.shield(self._task)
+        return outcome
+
+    async def continue_parked(self, parked: RunOutcome) -> RunOutcome | None:
+        """For a parked run: wait for its gates' decisions, then resume it in this process (this
+        handle follows the new execution: ``wait`` again) and return None; or the run's outcome
+        when it ended while parked (cancelled)."""
+        if self._baton is None:
+            return parked
+        baton = self._baton
+        if not await wait_for_decisions(baton.store, self.run_id, stop=self._stop_waiting):
+            await baton.cancel_parked(self.run_id)  # cancelled here while parked
+        record = await baton.store.get_run(self.run_id)
+        if record.status != "paused":
+            return _ended(record, parked)
+        try:
+            handle = await baton.resume(self.run_id)
+        except RefusedError as exc:
+            if exc.code != "run_ended":  # cancelled from another process just now
+                raise
+            return _ended(await baton.store.get_run(self.run_id), parked)
+        self._execution, self._task, self.resume_plan = handle._execution, handle._task, handle.resume_plan
+        return None
 
 
 class Baton:
@@ -249,6 +282,8 @@ class Baton:
             ask_human=ask_human,
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
+            gate_grace_seconds=self.settings.gate_grace_seconds,
+            gate_expiry_seconds=self.settings.gate_expiry_seconds,
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -259,7 +294,7 @@ class Baton:
             ),
         )
         running = run_keeping_conversation(execution.run(), self.store, self.log, run_id)
-        handle = RunHandle(execution, asyncio.create_task(running, name=f"baton-run-{run_id}"))
+        handle = RunHandle(execution, asyncio.create_task(running, name=f"baton-run-{run_id}"), self)
         self._runs[run_id] = handle
         return handle
 
@@ -279,6 +314,12 @@ class Baton:
         record = await self.store.get_run(run_id)
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
         check_resumable(record, prompt, executing)
+        if not record.is_terminal and (pending := await pending_gates(self.store, run_id)):
+            raise RefusedError(
+                "run_paused",
+                f"run {run_id} waits for a decision on {', '.join(gate.id for gate in pending)}; decide it first",
+                details={"gates": [gate.id for gate in pending]},
+            )
         entry = AGENTS.get(record.agent)
         if entry is None:
             raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
@@ -350,6 +391,7 @@ class Baton:
             permission_mode=plan.spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
+            continues_deferred=plan.continues_deferred,
         )
 
     async def runs(self, status: str | None = None) -> list[RunRecord]:
@@ -379,8 +421,30 @@ class Baton:
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 
     async def cancel(self, run_id: str, reason: str | None = None) -> int:
-        """Cancel the run wherever it executes; the inbox id."""
-        return await post_command(self.store, run_id, "cancel", {"reason": reason} if reason else {})
+        """Cancel the run wherever it executes; the inbox id. A parked run (no executor) ends
+        ``cancelled`` here, its pending gates denied (``interrupt``, reason ``cancelled``)."""
+        inbox_id = await post_command(self.store, run_id, "cancel", {"reason": reason} if reason else {})
+        handle = self._runs.get(run_id)
+        if handle is not None and not handle._task.done():
+            handle.cancel()  # executing here: at once
+        else:
+            await self.cancel_parked(run_id)
+        return inbox_id
+
+    async def cancel_parked(self, run_id: str) -> bool:
+        """End a parked run (``paused``, no live executor) as ``cancelled``; False when it is not parked."""
+        record = await self.store.get_run(run_id)
+        if record.status != "paused" or executor_alive(record.executor_id, record.heartbeat_at):
+            return False
+        # The run ends first: whoever waits for these gates wakes to a cancelled run.
+        await self.store.update_run(run_id, status="cancelled", status_reason="cancelled", finished_at=utc_timestamp())
+        await GateLedger(self.store).deny_all_pending(run_id, reason="cancelled", decided_by="cancel")
+        self.log.open_run(run_id)
+        message = notification("status", {"status": "cancelled", "reason": "cancelled", "stop_reason": "cancelled"})
+        self.log.append(run_id, "baton", message["method"], message)
+        await self.log.flush()
+        self.log.close_run(run_id)
+        return True
 
     async def send(self, run_id: str, text: str) -> int:
         """A message for an interactive run (its next prompt); the inbox id."""
@@ -405,3 +469,17 @@ class Baton:
             for event in projector.feed(entry):
                 if event["seq"] > after:
                     yield event
+
+
+def _ended(record: RunRecord, parked: RunOutcome) -> RunOutcome:
+    """The outcome of a parked run that ended without resuming (cancelled while parked)."""
+    status = record.status if record.status in ("finished", "failed", "cancelled") else "cancelled"
+    return RunOutcome(
+        record.id,
+        status,  # type: ignore[arg-type]
+        stop_reason=record.status_reason or status,
+        code=record.error_code,
+        message=record.error_message,
+        total_cost_usd=record.total_cost_usd,
+        gate_id=parked.gate_id,
+    )

@@ -18,17 +18,19 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
 from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, notification
-from baton.acp.host import AgentNormalizer, AskHuman, BatonHost
+from baton.acp.host import AgentNormalizer, AskHuman, BatonHost, HumanGates
 from baton.acp.replay import AgentRestore, ReplayTagger, restore_session
 from baton.acp.tap import TappingTransport
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
+from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
 from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.runs.executors import this_executor_id
+from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
@@ -53,12 +55,13 @@ class _UsageRecordingHost(BatonHost):
         run_id: str,
         entry: AgentEntry | None,
         ask_human: AskHuman | None = None,
+        gates: HumanGates | None = None,
     ) -> None:
         async def wait_logged() -> None:
             await log.wait_committed(run_id, tap.last_seq)
 
         workspace = Workspace(gatekeeper.workspace, wait_logged)
-        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace, ask_human=ask_human)
+        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace, ask_human=ask_human, gates=gates)
         self.turn = _TurnUsage()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -87,8 +90,14 @@ class RunExecution:
         ask_human: AskHuman | None = None,
         inbox_poll_seconds: float = 0.02,
         idle_seconds: float = 1800.0,
+        gate_grace_seconds: float = 30.0,
+        gate_expiry_seconds: float = 86400.0,
     ) -> None:
         self.run_id = run_id
+        self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
+        self._gate_expiry = gate_expiry_seconds
+        self._gates: RunGates | None = None
+        self._set_mode: Any = None  # the run's mode switch (set while its turns run)
         self._inbox_poll_seconds = inbox_poll_seconds
         self._idle_seconds = idle_seconds  # an interactive run with no message for this long ends
         self._ask_human = ask_human  # answers what the policy says to ask (baton acp: the editor)
@@ -167,6 +176,9 @@ class RunExecution:
         return outcome
 
     async def _finish(self, outcome: RunOutcome, started: float) -> None:
+        if outcome.status == "paused":
+            await self._park(outcome)
+            return
         params: StatusParams = {
             "status": outcome.status,
             "reason": outcome.code or outcome.stop_reason or "ended",
@@ -194,6 +206,17 @@ class RunExecution:
         )
         self._log.close_run(self.run_id)
 
+    async def _park(self, outcome: RunOutcome) -> None:
+        """The run parked on a gate: no agent process is left and no executor holds it; only its
+        rows remain until the gate is decided (baton.runs.parking)."""
+        if run_process_ids(self.run_id):  # the agent is stopped; nothing of it may outlive the park
+            await asyncio.to_thread(kill_run_processes, self.run_id)
+        gate_id = outcome.gate_id or ""
+        self._note("status", {"status": "paused", "reason": "parked", "gate_id": gate_id})
+        await self._log.flush()
+        await self._store.update_run(self.run_id, status="paused", status_reason=gate_id, executor_id=None)
+        self._log.close_run(self.run_id)
+
     async def _converse(self, cwd: str) -> RunOutcome:
         try:
             transport = await self._agent.start()
@@ -201,7 +224,19 @@ class RunExecution:
                 transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
             tap = TappingTransport(transport, sink, self.run_id)
-            host = _UsageRecordingHost(self._gatekeeper, tap, self._log, self.run_id, self._entry, self._ask_human)
+            self._gates = RunGates(
+                self._store,
+                self.run_id,
+                self._note,
+                self._gatekeeper,
+                grace_seconds=self._gate_grace,
+                expiry_seconds=self._gate_expiry,
+                on_mode=self._mode_from_gate,
+            )
+            await self._gates.load()
+            host = _UsageRecordingHost(
+                self._gatekeeper, tap, self._log, self.run_id, self._entry, self._ask_human, self._gates
+            )
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)
@@ -212,6 +247,13 @@ class RunExecution:
                     await conn.close()
         finally:
             await self._agent.aclose()
+
+    async def _mode_from_gate(self, mode: str) -> None:
+        """A plan decision moves the run to another mode (baton.gates.kinds)."""
+        if self._set_mode is not None:
+            await self._set_mode(mode)
+        else:
+            self._gatekeeper.set_mode(mode)
 
     async def _drive(self, conn: Any, host: _UsageRecordingHost, cwd: str) -> RunOutcome:
         # Honest: the host serves fs/* (confined to the workspace) and no terminals.
@@ -262,6 +304,7 @@ class RunExecution:
             if self._entry is None:  # baton's Claude adapter takes baton's modes; others keep their native one
                 await conn.set_session_mode(session_id=session_id, mode_id=mode)
 
+        self._set_mode = set_mode
         commands = RunCommands(
             run_mode=self.spec.run_mode, note=self._note, cancel=self.request_cancel, set_mode=set_mode
         )
@@ -274,7 +317,7 @@ class RunExecution:
         )
         async with reader:
             outcome = await self._turn(conn, host, session_id, self.spec.prompt)
-            while self.spec.run_mode == "interactive" and outcome.status == "finished":
+            while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
                 prompt = await commands.next_prompt(self._idle_seconds)
                 if prompt is None:
                     break
@@ -288,8 +331,17 @@ class RunExecution:
         host.turn_started()
         prompt_task = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(prompt)]))
         cancel_task = asyncio.ensure_future(self._cancel.wait())
+        assert self._gates is not None
+        park_task = asyncio.ensure_future(self._gates.park_event.wait())
         try:
-            await asyncio.wait({prompt_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({prompt_task, cancel_task, park_task}, return_when=asyncio.FIRST_COMPLETED)
+            if park_task.done() and not prompt_task.done() and self._entry is not None:
+                # An ACP agent cannot defer: it is stopped with its permission request unanswered,
+                # and on resume it proposes the call again.
+                prompt_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await prompt_task
+                return self._parked_outcome()
             if cancel_task.done() and not prompt_task.done():
                 host.cancel_pending()
                 await conn.cancel(session_id=session_id)
@@ -311,6 +363,7 @@ class RunExecution:
                 )
         finally:
             cancel_task.cancel()
+            park_task.cancel()
         usage: dict[str, Any] = host.turn.params or _acp_usage(response, host.last_usage_update)
         stop_reason = str(response.stop_reason)
         if self._snapshots is not None:  # a turn's snapshots are logged before its end
@@ -324,6 +377,8 @@ class RunExecution:
                 "duration_ms": usage.get("duration_ms"),
             },
         )
+        if self._parked and not self._cancel.is_set():  # Claude deferred the call: the turn ended, the run parks
+            return self._parked_outcome()
         # Only a cancel baton asked for cancels the run: Codex also ends a turn "cancelled"
         # when a permission is answered with its only reject option (abort).
         cancelled = stop_reason == "cancelled" and self._cancel.is_set()
@@ -337,6 +392,14 @@ class RunExecution:
             result=usage.get("result"),
             usage=usage.get("usage"),
         )
+
+    @property
+    def _parked(self) -> bool:
+        return self._gates is not None and self._gates.parked is not None
+
+    def _parked_outcome(self) -> RunOutcome:
+        assert self._gates is not None and self._gates.parked is not None
+        return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=self._gates.parked.id)
 
     async def _exited(self) -> AgentError:
         """``agent_exited`` with the exit status and the last stderr lines, when the agent is a process."""

@@ -20,6 +20,7 @@ Each taken command is logged as ``_baton/inbox {id, kind, payload}`` (direction 
 | ``user_message`` | ``{content}`` | interactive: the next prompt, in inbox order; background: refused |
 | ``close`` | ``{}`` | interactive: ends ``finished`` once the turns asked before it are done |
 | ``set_permission_mode`` | ``{permission_mode}`` | the Gatekeeper's mode (and ``session/set_mode`` to the agent) |
+| ``gate_decision`` | ``{gate_id}`` | from ``GateLedger.decide``: wakes the gate waiting here (baton.runs.parking) |
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from baton.errors import BatonError, NotFoundError, RefusedError, UsageError
 from baton.runs.executors import effective_status
+from baton.runs.parking import wake_local
 from baton.store import Store
 from baton.store._rundata import INBOX_CHANNEL
 
@@ -315,6 +317,11 @@ class RunCommands:
             if not isinstance(mode, str):
                 raise UsageError("invalid_argument", "set_permission_mode needs a permission_mode string")
             await self._set_mode(mode)
+        elif kind == "gate_decision":
+            gate_id = payload.get("gate_id")
+            if not isinstance(gate_id, str) or not gate_id:
+                raise UsageError("invalid_argument", "gate_decision needs a gate_id string")
+            wake_local(gate_id)  # the waiter reads the decision from the ledger, whatever this says
         elif kind in ("user_message", "close"):
             if self.run_mode != "interactive":
                 raise RefusedError(

@@ -31,8 +31,10 @@ from baton.acp.replay import AgentRestore
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
+from baton.events.entry import LogEntry
 from baton.runs.conversation import Conversation, Item, ToolCall
 from baton.runs.executors import executor_alive, this_executor_id
+from baton.runs.parking import DecidedCall, decided_calls
 from baton.runs.spec import RunSpec
 from baton.store import SessionLog, Store
 from baton.store.records import RunRecord
@@ -80,6 +82,8 @@ class ResumePlan:
     resume_session_id: str | None  # native path: the agent session to resume
     conversation: Conversation
     restore: AgentRestore | None = None  # an ACP agent's session to resume or load, else the rebuilt path
+    # Claude parked on a deferred call: it re-evaluates the call and continues the turn by itself
+    continues_deferred: bool = False
 
 
 async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conversation:
@@ -183,10 +187,21 @@ async def plan_resume(
         )
         await asyncio.to_thread(_copy_agent_config, settings, run_id, target.id)
         interrupted: list[ToolCall] = []
+        decided: list[DecidedCall] = []
+        rerun: set[str] = set()
+        deferred = False
     else:
         target = record
+        parked = await _parked(log, run_id, conversation.upto_seq)
         await _take_over(store, record)
         interrupted = conversation.interrupted_calls
+        decided = await decided_calls(store, run_id, record.status_reason if record.status == "paused" else None)
+        decided_ids = {call.tool_call_id for call in decided}
+        # A call decided while the run was parked is named as decided, not as interrupted;
+        # Claude re-runs a deferred call itself, any other call must be proposed again.
+        deferred = parked and record.agent == "claude"
+        rerun = {call.gate_id for call in decided if not deferred}
+        interrupted = [call for call in interrupted if call["id"] not in decided_ids]
     agent_home = settings.run_dir(target.id) / "agent-home"
     # Claude restores its own session; other agents get the rebuilt context for now. The newest
     # session with a transcript: a resume killed before Claude Code wrote one left an older one.
@@ -196,13 +211,15 @@ async def plan_resume(
         candidates = [*reversed(conversation.session_ids), record.agent_session_id]
         session_id = next((sid for sid in candidates if sid and claude_session_file(agent_home, sid)), None)
     native = session_id is not None
-    user_prompt = prompt if prompt is not None else continuation_prompt(interrupted)
+    user_prompt = prompt if prompt is not None else continuation_prompt(interrupted, decided, rerun=rerun)
     agent_prompt = user_prompt if native else rebuilt_prompt(conversation, user_prompt, budget_tokens=context_tokens)
     params: ResumeParams = {
         "path": "native" if native else "rebuilt",
         "interrupted_calls": [call["id"] for call in interrupted],
         "prompt": user_prompt,
     }
+    if decided:
+        params["decided_gates"] = [call.gate_id for call in decided]
     restore = None
     if record.agent != "claude" and str(cwd) == (record.cwd or conversation.cwd):
         # An ACP agent resumes (or loads) its own session (baton.acp.replay): the rebuilt
@@ -220,6 +237,7 @@ async def plan_resume(
         resume_session_id=session_id if native else None,
         conversation=conversation,
         restore=restore,
+        continues_deferred=bool(deferred and native and decided),
     )
 
 
@@ -261,6 +279,17 @@ def check_resumable(record: RunRecord, prompt: str | None, executing: Collection
         raise RefusedError(
             "run_ended", f"run {record.id} is {record.status}; give a PROMPT to continue its conversation in a new run"
         )
+
+
+async def _parked(log: SessionLog, run_id: str, upto_seq: int) -> bool:
+    """Whether the run's log ends with its park (``_baton/status paused``): nothing was cut short."""
+    last: LogEntry | None = None
+    while page := await log.read(run_id, after=max(upto_seq - 1, 0) if last is None else last["seq"]):
+        last = page[-1]
+    if last is None or last["method"] != "_baton/status":
+        return False
+    params = last["payload"].get("params")
+    return isinstance(params, dict) and params.get("status") == "paused"
 
 
 async def _run_started(log: SessionLog, run_id: str) -> dict[str, Any]:
@@ -309,9 +338,33 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def continuation_prompt(interrupted: Sequence[ToolCall]) -> str:
-    """The fixed prompt a resume without a user prompt sends."""
-    lines = [f"{RESUME_MARKER} This run was interrupted (the process executing it stopped) and baton resumed it."]
+def continuation_prompt(
+    interrupted: Sequence[ToolCall], decided: Sequence[DecidedCall] = (), *, rerun: Collection[str] = ()
+) -> str:
+    """The fixed prompt a resume without a user prompt sends.
+
+    ``decided``: calls whose gate was decided while the run was parked (or its process gone),
+    one ``[baton:approved <Tool>]`` (the agent runs it as it resumes), ``[baton:approved-rerun
+    <Tool>]`` (it never ran: propose it again, exactly; gates named in ``rerun``) or
+    ``[baton:denied <Tool>]`` line each.
+    """
+    if decided and not interrupted:
+        lines = [f"{RESUME_MARKER} This run waited for a human's decision and baton resumed it once it was made."]
+    else:
+        lines = [f"{RESUME_MARKER} This run was interrupted (the process executing it stopped) and baton resumed it."]
+    for gated in decided:
+        tool = gated.tool_name or "tool"
+        summary = f"{_one_line(gated.summary)} (call {gated.tool_call_id})"
+        if gated.decision in ("deny", "reject") or gated.status in ("denied", "expired"):
+            why = f": {gated.reason}" if gated.reason else ""
+            lines.append(f"[baton:denied {tool}] {summary} was denied{why}. Do not run it.")
+        elif gated.gate_id in rerun:
+            lines.append(
+                f"[baton:approved-rerun {tool}] {summary} was approved but did not run: "
+                "propose it again exactly as before."
+            )
+        else:
+            lines.append(f"[baton:approved {tool}] {summary} was approved and runs now.")
     if interrupted:
         lines.append("These tool calls were cut short before they returned a result:")
         for call in interrupted:
@@ -320,6 +373,8 @@ def continuation_prompt(interrupted: Sequence[ToolCall]) -> str:
             "Check whether each one took effect, run it again if it did not, then continue the task "
             "from where it stopped."
         )
+    elif decided:
+        lines.append("Continue the task from where it stopped.")
     else:
         lines.append("No tool call was in flight. Continue the task from where it stopped.")
     return "\n".join(lines)

@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 __all__ = ["EXIT_CODES", "RunOutcome", "RunSpec"]
 
-RunEnd = Literal["finished", "failed", "cancelled"]
+RunEnd = Literal["finished", "failed", "cancelled", "paused"]  # paused: parked on a gate (not an end)
 
 # DESIGN.md "CLI contract": 0 finished, 1 failed, 2 usage, 3 refused, 4 paused, 5 cancelled.
-EXIT_CODES: dict[str, int] = {"finished": 0, "failed": 1, "cancelled": 5}
+EXIT_CODES: dict[str, int] = {"finished": 0, "failed": 1, "cancelled": 5, "paused": 4}
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class RunOutcome:
     num_turns: int | None = None
     result: str | None = None
     usage: dict[str, Any] | None = field(default=None)
+    gate_id: str | None = None  # paused: the gate the run parked on
 
     @property
     def exit_code(self) -> int:

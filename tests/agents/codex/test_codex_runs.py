@@ -121,10 +121,10 @@ async def test_a_permission_approved_by_kind_runs_the_command(settings: Settings
 
 
 async def test_a_permission_rejected_by_kind_is_answered_abort(settings: Settings, repo: Path) -> None:
-    done = await _codex(settings, "needs-approval", RunSpec(prompt="go", repo=repo))
+    done = await _codex(settings, "needs-approval", RunSpec(prompt="go", repo=repo, deny=("Bash(touch:*)",)))
     [(_request, result)] = permission_answers(done.entries)
     assert result["outcome"] == {"outcome": "selected", "optionId": "abort"}
-    assert result["_meta"]["baton"]["reason"] == "no_human_gates_yet"
+    assert result["_meta"]["baton"]["reason"] == "rule:Bash(touch:*)"
     assert not (repo / "approved.txt").exists()
     # Codex ends the turn on `abort` (its only reject option): the run ends, not cancelled by baton.
     assert done.outcome.status == "finished" and done.outcome.stop_reason == "cancelled"

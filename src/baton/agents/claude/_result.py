@@ -7,7 +7,9 @@ from typing import Any
 __all__ = ["is_error_result", "stop_reason_for", "usage_params"]
 
 # Claude's model stop reasons that ACP names; everything else ends a turn normally.
-_MODEL_STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal"}
+# ``tool_deferred`` (a PreToolUse hook answered ``defer``: the run parks) is an ordinary end of
+# the turn for ACP; the host knows it parked, and ``_baton/usage`` keeps Claude's own reason.
+_MODEL_STOP_REASONS = {"max_tokens": "max_tokens", "refusal": "refusal", "tool_deferred": "end_turn"}
 _SUBTYPE_STOP_REASONS = {
     "error_max_turns": "max_turn_requests",
     # a budget is baton's resource_limit gate; ACP's nearest word is "too many requests"

@@ -73,6 +73,10 @@ class ClaudeLaunch:
     hook_timeout_seconds: float = 90.0
     # Resume this Claude session (in the run's agent home), forked to the new pinned session id.
     resume_session_id: str | None = None
+    # The resumed session ended on a deferred call (the run parked on a gate): Claude Code
+    # re-evaluates that call as it starts and continues the turn by itself ("Continue from where
+    # you left off."), so the first prompt is not sent: it waits for that turn instead.
+    continues_deferred: bool = False
 
 
 class ClaudeAgent:
@@ -90,6 +94,7 @@ class ClaudeAgent:
         self._turn: asyncio.Future[dict[str, Any]] | None = None
         self._turn_lock = asyncio.Lock()
         self._cancel_requested = False
+        self._launch_continued = False  # the continued deferred turn (ClaudeLaunch.continues_deferred) was awaited
         self._announced: dict[str, dict[str, Any]] = {}
         self._send_lock = asyncio.Lock()
         self._closed = False
@@ -161,6 +166,8 @@ class ClaudeAgent:
         except Exception as exc:
             raise RequestError.internal_error({"code": "agent_start_timeout", "message": str(exc)}) from exc
         self._client = client
+        if launch.continues_deferred:  # the turn Claude continues by itself (see ClaudeLaunch)
+            self._turn = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_messages(client))
         return NewSessionResponse(session_id=session_id)
 
@@ -169,9 +176,13 @@ class ClaudeAgent:
         text = "\n".join(_block_text(block) for block in prompt)
         async with self._turn_lock:
             self._cancel_requested = False
-            turn: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._turn = turn
-            await client.query(text, session_id=session_id)
+            if self._turn is not None and not self._launch_continued:  # Claude already continues a deferred turn
+                self._launch_continued = True
+                turn = self._turn
+            else:
+                turn = asyncio.get_running_loop().create_future()
+                self._turn = turn
+                await client.query(text, session_id=session_id)
             result = await turn
             self._turn = None
         params = usage_params(result, session_id=session_id)
@@ -263,19 +274,35 @@ class ClaudeAgent:
         tool_name = str(data.get("tool_name", ""))
         tool_input = data.get("tool_input") or {}
         call_id = tool_use_id or str(data.get("tool_use_id") or uuid.uuid4())
-        decision, reason = await self._ask_host(call_id, tool_name, tool_input)
-        output: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision}
-        if decision == "deny":
-            output["permissionDecisionReason"] = reason
-        return {"hookSpecificOutput": output}  # type: ignore[typeddict-item]
+        answer = await self._ask_host(call_id, tool_name, tool_input)
+        # "defer": the run parks; the turn ends with stop_reason tool_deferred and Claude
+        # re-evaluates this same call when the session is resumed.
+        output: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": answer.decision}
+        if answer.decision == "deny":
+            output["permissionDecisionReason"] = answer.message
+        if answer.decision == "allow" and answer.updated_input is not None:
+            output["updatedInput"] = answer.updated_input
+        hook: dict[str, Any] = {"hookSpecificOutput": output}
+        if answer.interrupt:  # the human said to stop: the turn ends after the denial
+            hook["continue_"] = False
+            hook["stopReason"] = answer.message
+        return hook  # type: ignore[return-value]
 
     async def _fallback_can_use_tool(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
-        # Reached only when the hook did not decide; never fail open.
-        return PermissionResultDeny(message="baton: no decision from the PreToolUse hook", interrupt=False)
+        # Claude asks here when the hook did not decide: a deferred call re-evaluated as a resumed
+        # session starts is judged here rather than by the hook (seen with Claude Code 2.1). The
+        # host decides it like any call; never fail open.
+        call_id = getattr(context, "tool_use_id", None)
+        if not call_id:
+            return PermissionResultDeny(message="baton: no decision from the PreToolUse hook", interrupt=False)
+        answer = await self._ask_host(str(call_id), tool_name, tool_input)
+        if answer.decision == "allow":
+            return PermissionResultAllow(updated_input=answer.updated_input)
+        return PermissionResultDeny(message=answer.message or "denied by baton", interrupt=answer.interrupt)
 
-    async def _ask_host(self, call_id: str, tool_name: str, tool_input: dict[str, Any]) -> tuple[str, str]:
+    async def _ask_host(self, call_id: str, tool_name: str, tool_input: dict[str, Any]) -> HostAnswer:
         """Announce the call (the hook can run before the stream shows it), then ask the host."""
         assert self._converter is not None and self._session_id is not None
         synthetic = {
@@ -300,7 +327,7 @@ class ClaudeAgent:
         try:
             response = await self._conn._conn.send_request("session/request_permission", params)
         except Exception as exc:
-            return "deny", f"baton: the permission request failed ({exc})"
+            return HostAnswer("deny", f"baton: the permission request failed ({exc})")
         return _decision_from(response)
 
     def _on_stderr(self, line: str) -> None:
@@ -319,17 +346,30 @@ class ClaudeAgent:
             await self._notify(method, params)
 
 
-def _decision_from(response: Any) -> tuple[str, str]:
-    """Allow only on an explicitly selected allow option; anything else denies."""
+@dataclass(frozen=True)
+class HostAnswer:
+    """The host's answer to one permission request, as the hook gives it to Claude."""
+
+    decision: str  # allow, deny, defer
+    message: str = ""
+    updated_input: dict[str, Any] | None = None
+    interrupt: bool = False
+
+
+def _decision_from(response: Any) -> HostAnswer:
+    """Allow only on an explicitly selected allow option; defer only when baton says so; anything else denies."""
     if not isinstance(response, dict):
-        return "deny", "baton: malformed permission response"
+        return HostAnswer("deny", "baton: malformed permission response")
     meta = (response.get("_meta") or {}).get("baton") or {}
     reason = str(meta.get("reason") or "")
     message = str(meta.get("message") or reason or "denied by baton")
     outcome = response.get("outcome") or {}
     if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
-        return "allow", reason
-    return "deny", message
+        updated = meta.get("updated_input")
+        return HostAnswer("allow", reason, updated if isinstance(updated, dict) else None)
+    if meta.get("decision") == "defer":
+        return HostAnswer("defer", message)
+    return HostAnswer("deny", message, interrupt=meta.get("interrupt") is True)
 
 
 def _claude_mode(mode: str) -> str:

@@ -1,0 +1,235 @@
+"""The run's side of human gates: what the host does with a call the policy says to *ask* about.
+
+For each such call (and every question or plan review, :mod:`baton.gates.kinds`):
+
+1. a rule the human remembered for this run (``remember: "session"``) allows a matching tool
+   call (reason ``session_rule:<rule>``); a protected path, a question or a plan never;
+2. a gate decided for the same ``bound_input_hash`` and not used yet (the call re-proposed after
+   the run parked, or re-evaluated by Claude after ``defer``) answers it; both call ids are logged
+   (``_baton/gate_used``) and the gate is marked used;
+3. otherwise a gate is opened: stored (the ledger) **before** ``_baton/gate_opened`` is logged,
+   the run is ``paused`` (``status_reason`` = the gate id) while it waits up to the grace period
+   for a decision from any process (:func:`baton.runs.parking.wait_for_decision`), then
+   ``running`` again with ``_baton/gate_resolved`` logged. When the grace period ends first the
+   run **parks** (:attr:`RunGates.parked`): the host tells Claude to ``defer`` and the executor
+   stops the agent.
+
+Any error while gating denies (reason ``gate_error``): a gate never fails open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from baton.acp.host import GateAnswer
+from baton.gates import Decision, Gatekeeper, Policy, ToolCall, parse_rule
+from baton.gates.kinds import GateShape, answer_for_agent
+from baton.gates.ledger import GateLedger, GateRecord
+from baton.runs.parking import wait_for_decision
+from baton.store import Store
+
+__all__ = ["RunGates"]
+
+_log = logging.getLogger("baton.runs.gating")
+
+Note = Callable[[str, Any], object]
+
+
+class RunGates:
+    """The gates of one executing run (one per execution)."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        note: Note,
+        gatekeeper: Gatekeeper,
+        *,
+        grace_seconds: float,
+        expiry_seconds: float,
+        on_mode: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._store = store
+        self._ledger = GateLedger(store)
+        self._run_id = run_id
+        self._note = note
+        self._gatekeeper = gatekeeper
+        self._grace = grace_seconds
+        self._expiry = expiry_seconds
+        self._on_mode = on_mode
+        self._session_rules: list[str] = []
+        self.parked: GateRecord | None = None
+        self.park_event = asyncio.Event()
+
+    @property
+    def session_rules(self) -> tuple[str, ...]:
+        return tuple(self._session_rules)
+
+    async def load(self) -> None:
+        """The rules remembered for this run by gates decided before (a resumed run keeps them)."""
+        for gate in await self._ledger.list(run_id=self._run_id, status="approved"):
+            rule = (gate.decision or {}).get("remember_rule")
+            if isinstance(rule, str) and rule not in self._session_rules:
+                self._session_rules.append(rule)
+
+    async def decide(
+        self,
+        calls: list[ToolCall],
+        decision: Decision,
+        shape: GateShape | None,
+        *,
+        bound_call_id: str,
+        bound_input_hash: str,
+        cancelled: asyncio.Event,
+    ) -> GateAnswer:
+        try:
+            return await self._decide(calls, decision, shape, bound_call_id, bound_input_hash, cancelled)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never fail open
+            _log.exception("gating %s of run %s failed", bound_call_id, self._run_id)
+            return GateAnswer("deny", "gate_error", f"baton could not gate this call ({exc}); it is denied")
+
+    async def _decide(
+        self,
+        calls: list[ToolCall],
+        decision: Decision,
+        shape: GateShape | None,
+        bound_call_id: str,
+        bound_input_hash: str,
+        cancelled: asyncio.Event,
+    ) -> GateAnswer:
+        call = calls[0]
+        if shape is None and not decision.reason.startswith("protected_path:"):
+            rule = self._session_rule_for(calls)
+            if rule is not None:
+                return GateAnswer("allow", f"session_rule:{rule}", f"{call.tool_name} is allowed by {rule} (this run)")
+        prior = await self._prior(bound_input_hash, call.tool_call_id)
+        if prior is not None:
+            if prior.status == "approved":
+                await self._ledger.mark_used(prior.id, call.tool_call_id)
+            self._note(
+                "gate_used",
+                {"gate_id": prior.id, "bound_call_id": prior.bound_call_id, "call_id": call.tool_call_id},
+            )
+            return await self._answer(prior, call)
+        kind = shape.kind if shape is not None else "tool"
+        gate, superseded = await self._ledger.open(
+            self._run_id,
+            kind,
+            summary=shape.summary if shape is not None else _summary(call, decision),
+            tool_name=call.tool_name,
+            tool_call_id=call.tool_call_id,
+            bound_call_id=bound_call_id,
+            bound_input_hash=bound_input_hash,
+            input=call.input,
+            questions=shape.questions if shape is not None else None,
+            plan=shape.plan if shape is not None else None,
+            expires_in_seconds=self._expiry,
+        )
+        for old in superseded:
+            self._note(
+                "gate_resolved",
+                {"gate_id": old.id, "decision": "superseded", "reason": "superseded", "decided_by": "baton"},
+            )
+        self._note(
+            "gate_opened",
+            {
+                "gate_id": gate.id,
+                "kind": gate.kind,
+                "tool_call_id": gate.tool_call_id,
+                "tool_name": gate.tool_name,
+                "bound_call_id": gate.bound_call_id,
+                "bound_input_hash": gate.bound_input_hash,
+                "summary": gate.summary,
+                "expires_at": gate.expires_at,
+                "reason": decision.reason,
+            },
+        )
+        await self._store.update_run(self._run_id, status="paused", status_reason=gate.id)
+        decided = await wait_for_decision(self._store, self._run_id, gate.id, within=self._grace, stop=cancelled)
+        if decided is None and cancelled.is_set():
+            await self._ledger.deny_all_pending(self._run_id, reason="cancelled", decided_by="cancel")
+            decided = await self._ledger.get(gate.id)
+        if decided is None:
+            self.parked = gate
+            self.park_event.set()
+            return GateAnswer("park", "parked", "the run parks until the gate is decided", gate_id=gate.id)
+        await self._store.update_run(self._run_id, status="running", status_reason="gate_decided")
+        if decided.status == "approved" and decided.kind == "tool":
+            await self._ledger.mark_used(decided.id, call.tool_call_id)  # never again for another call
+        return await self._answer(decided, call)
+
+    async def _answer(self, gate: GateRecord, call: ToolCall) -> GateAnswer:
+        decision = gate.decision or {}
+        self._note(
+            "gate_resolved",
+            {
+                "gate_id": gate.id,
+                "decision": decision.get("decision") or gate.status,
+                "reason": decision.get("reason"),
+                "decided_by": gate.decided_by,
+            },
+        )
+        rule = decision.get("remember_rule")
+        remembered = gate.status == "approved" and decision.get("remember") == "session"
+        if remembered and isinstance(rule, str) and rule not in self._session_rules:
+            self._session_rules.append(rule)
+            self._note("session_rule", {"rule": rule, "gate_id": gate.id})
+        answer = answer_for_agent(gate, call)
+        if answer.mode is not None and answer.allow and self._on_mode is not None:
+            await self._on_mode(answer.mode)
+        return GateAnswer(
+            "allow" if answer.allow else "deny",
+            answer.reason or ("human" if answer.allow else "denied"),
+            answer.message,
+            updated_input=answer.updated_input,
+            interrupt=answer.interrupt,
+            decided_by=gate.decided_by,
+            gate_id=gate.id,
+        )
+
+    async def _prior(self, bound_input_hash: str, call_id: str) -> GateRecord | None:
+        """A gate decided for this call before it reached the host again: an unused approval of
+        the same input (a re-proposal), or any decision of this very call (Claude re-evaluating
+        a deferred call on resume)."""
+        approved = await self._ledger.approved_for(self._run_id, bound_input_hash)
+        if approved is not None:
+            return approved
+        for gate in await self._ledger.list(run_id=self._run_id):
+            if (
+                gate.tool_call_id == call_id
+                and gate.bound_input_hash == bound_input_hash
+                and gate.status in ("denied", "expired", "answered", "approved")
+            ):
+                return gate
+        return None
+
+    def _session_rule_for(self, calls: list[ToolCall]) -> str | None:
+        for text in self._session_rules:
+            try:
+                rule = parse_rule(text, source="session")
+            except Exception:  # a rule baton suggested that does not parse: never allows
+                continue
+            policy = Policy(mode=self._gatekeeper.policy.mode, allow=(rule,))
+            judge = Gatekeeper(policy, self._gatekeeper.workspace)
+            if all(_allowed_by_rule(judge.decide(call)) for call in calls):
+                return text
+        return None
+
+
+def _allowed_by_rule(decision: Decision) -> bool:
+    return decision.behavior == "allow" and decision.reason.startswith("rule:")
+
+
+def _summary(call: ToolCall, decision: Decision) -> str:
+    data = call.input if isinstance(call.input, dict) else {}
+    for key in ("command", "file_path", "path", "url", "pattern"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            text = f"{call.tool_name}: {value}"
+            return text if len(text) <= 200 else text[:199] + "…"
+    return decision.message[:200] or call.tool_name
