@@ -20,7 +20,7 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, health, runs, tasks
+from baton.server.routes import commands, events, gates, health, runs, tasks
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 
@@ -90,6 +90,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
     app.include_router(runs.router)
     app.include_router(events.router)
     app.include_router(commands.router)
+    app.include_router(gates.router)
     app.include_router(tasks.router)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, max_header_bytes=config.max_header_bytes)
     return app

@@ -7,23 +7,35 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AnswerRequest",
     "Budget",
     "CancelParams",
     "CloseParams",
+    "ContinueRequest",
     "CreateRunRequest",
     "CreateTaskRequest",
+    "DecideRequest",
     "ErrorBody",
     "ErrorResponse",
+    "Gate",
+    "GateAnswer",
+    "GateBudget",
+    "GateKind",
+    "GateList",
+    "GateStatus",
     "Health",
     "JsonRpcError",
     "JsonRpcRequest",
     "JsonRpcResponse",
     "PermissionMode",
+    "PlanReviewRequest",
     "Run",
     "RunList",
     "RunMode",
     "RunStatus",
     "SetPermissionModeParams",
+    "Snapshot",
+    "SnapshotList",
     "Task",
     "UserMessageParams",
 ]
@@ -72,6 +84,28 @@ class Task(BaseModel):
     title: str | None
     metadata: dict[str, Any]
     created_at: str
+
+
+class Snapshot(BaseModel):
+    """A snapshot of the run's working tree (DESIGN.md "CLI contract"; docs/snapshots.md)."""
+
+    id: str
+    run_id: str
+    tree_hash: str
+    base_commit: str | None = None
+    added: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    renamed: list[Any] = Field(default_factory=list)
+    skipped: list[Any] = Field(default_factory=list)
+    log_seq_from: int | None = None
+    log_seq_to: int | None = None
+    archive_key: str | None = None
+    created_at: str | None = None
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[Snapshot]
 
 
 class Run(BaseModel):
@@ -149,3 +183,76 @@ class JsonRpcResponse(BaseModel):
     id: int | str | None
     result: dict[str, Any] | None = None
     error: JsonRpcError | None = None
+
+
+# Gates (docs/gates.md): POST /v1/gates/{id}/decide|answer|plan-review|continue, GET /v1/gates.
+
+GateKind = Literal["tool", "question", "plan_review", "resource_limit"]
+GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
+
+
+class Gate(BaseModel):
+    """The gate object (DESIGN.md "CLI contract"), the same for the CLI's --json and HTTP."""
+
+    id: str
+    run_id: str
+    kind: GateKind
+    status: GateStatus
+    tool_name: str | None
+    tool_call_id: str | None
+    bound_call_id: str | None = Field(description="Echo it verbatim in a decision.")
+    bound_input_hash: str | None = Field(description="sha256 of the JCS form of the bound input; echo it verbatim.")
+    input: dict[str, Any] | None
+    questions: list[dict[str, Any]] | None = None
+    plan: str | None = None
+    summary: str
+    created_at: str
+    expires_at: str | None
+    decision: dict[str, Any] | None = Field(default=None, description="The recorded decision, once decided.")
+    decided_by: str | None = None
+    decided_at: str | None = None
+
+
+class GateList(BaseModel):
+    gates: list[Gate]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+
+
+class DecideRequest(_Request):
+    decision: Literal["approve", "deny"]
+    bound_call_id: str | None = Field(description="The gate's bound_call_id, verbatim (null for a gate without one).")
+    bound_input_hash: str | None = Field(description="The gate's bound_input_hash, verbatim (null likewise).")
+    updated_input: dict[str, Any] | None = Field(default=None, description="approve: run this input instead.")
+    remember: Literal["session"] | None = Field(
+        default=None, description="approve: allow the suggested rule (never the whole tool) for the rest of the run."
+    )
+    reason: str | None = Field(default=None, description="Kept with the decision; a denial's is shown to the agent.")
+    interrupt: bool | None = Field(default=None, description="deny: also end the agent's turn.")
+
+
+class GateAnswer(_Request):
+    header: str = Field(description="The header of the question answered.")
+    selected: list[str] = Field(min_length=1, description="Offered option labels (free text where allowed).")
+    note: str | None = None
+
+
+class AnswerRequest(_Request):
+    answers: list[GateAnswer] = Field(min_length=1)
+    bound_call_id: str
+    bound_input_hash: str
+
+
+class PlanReviewRequest(_Request):
+    decision: Literal["approve", "edit", "reject"]
+    edited_plan: str | None = Field(default=None, description="Required for edit, refused otherwise.")
+    reason: str | None = None
+
+
+class GateBudget(_Request):
+    usd: float | None = Field(default=None, gt=0)
+    turns: int | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0)
+
+
+class ContinueRequest(_Request):
+    budget: GateBudget | None = Field(default=None, description="A new budget for the run; the old one otherwise.")

@@ -1,0 +1,141 @@
+"""``GET /v1/gates`` and the decisions: ``POST /v1/gates/{id}/decide|answer|plan-review|continue``.
+
+Listing needs ``runs:read``, deciding ``gates:decide``. A token sees the gates of its own runs
+(every run's with ``admin``), and a token limited to one run (or task) only that run's: any other
+gate is ``gate_not_found`` (404), exactly as a missing one. Each endpoint resolves one kind of
+gate (``deny`` through ``/decide`` resolves any kind): another kind is 409
+``gate_kind_mismatch`` (``gate_not_resumable`` for ``/continue``); a binding that is not the
+gate's is 409 ``approval_binding_mismatch``; a body that does not fit is 422 naming the field.
+Decisions are recorded through :class:`~baton.gates.ledger.GateLedger` and wake the run wherever
+it executes (its inbox), at once when it executes in this server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from baton.errors import NotFoundError, UsageError
+from baton.gates.ledger import GateKind, GateLedger, GateRecord
+from baton.runs.parking import wake_local
+from baton.server.auth import Principal
+from baton.server.models import (
+    AnswerRequest,
+    ContinueRequest,
+    DecideRequest,
+    ErrorResponse,
+    Gate,
+    GateList,
+    GateStatus,
+    PlanReviewRequest,
+)
+from baton.server.routes._access import AUTH_RESPONSES, visible_run, with_scope
+from baton.server.state import server_state
+from baton.store import RunRecord
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/gates", tags=["gates"], responses=AUTH_RESPONSES)
+
+_Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
+_Decider = Annotated[Principal, Depends(with_scope("gates:decide"))]
+_DECISION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "gate_not_found (also a gate of a run the token may not see)"},
+    409: {
+        "model": ErrorResponse,
+        "description": "approval_binding_mismatch, gate_kind_mismatch, gate_not_resumable, gate_not_pending "
+        "(details.decision: the recorded decision)",
+    },
+    422: {
+        "model": ErrorResponse,
+        "description": "request_invalid (names the field), answer_invalid, plan_edit_invalid",
+    },
+    429: {"model": ErrorResponse, "description": "rate_limited"},
+}
+
+
+@router.get("", response_model=GateList, responses={404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+async def list_gates(
+    request: Request,
+    principal: _Reader,
+    run_id: Annotated[str | None, Query(description="Only this run's gates.")] = None,
+    status: Annotated[GateStatus | None, Query(description="Only gates with this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> Response:
+    """The gates of the caller's runs (every run's for admin), oldest first."""
+    store = server_state(request).baton.store
+    if run_id is not None:
+        await visible_run(request, principal, run_id)  # run_not_found for a run the token may not see
+    owner = None if principal.is_admin else principal.sub
+    found = await GateLedger(store).list(run_id=run_id or principal.run_id, status=status, owner=owner)
+    runs: dict[str, RunRecord] = {}
+    for gate in found:
+        if gate.run_id not in runs:
+            runs[gate.run_id] = await store.get_run(gate.run_id)
+    visible = [g for g in found if principal.may_see(g.run_id, runs[g.run_id].owner, runs[g.run_id].task_id)]
+    start = 0
+    if cursor is not None:
+        start = next((i for i, gate in enumerate(visible) if gate.id > cursor), len(visible))
+    page = visible[start : start + limit]
+    more = start + limit < len(visible)
+    return JSONResponse(
+        {"gates": [gate.to_json() for gate in page], "next_cursor": page[-1].id if more and page else None}
+    )
+
+
+@router.post("/{gate_id}/decide", response_model=Gate, responses=_DECISION_RESPONSES)
+async def decide(gate_id: str, body: DecideRequest, request: Request, principal: _Decider) -> Response:
+    """Approve or deny a tool gate (deny resolves a gate of any kind)."""
+    fields = body.model_dump(exclude_none=True)
+    fields.update(bound_call_id=body.bound_call_id, bound_input_hash=body.bound_input_hash)  # null is a value here
+    return await _decide(request, principal, gate_id, fields, "tool")
+
+
+@router.post("/{gate_id}/answer", response_model=Gate, responses=_DECISION_RESPONSES)
+async def answer(gate_id: str, body: AnswerRequest, request: Request, principal: _Decider) -> Response:
+    """Answer a question gate: every question, with offered options (free text where allowed)."""
+    return await _decide(
+        request, principal, gate_id, {"decision": "answer", **body.model_dump(exclude_none=True)}, "question"
+    )
+
+
+@router.post("/{gate_id}/plan-review", response_model=Gate, responses=_DECISION_RESPONSES)
+async def plan_review(gate_id: str, body: PlanReviewRequest, request: Request, principal: _Decider) -> Response:
+    """Approve, edit (with edited_plan) or reject a plan_review gate."""
+    return await _decide(request, principal, gate_id, body.model_dump(exclude_none=True), "plan_review")
+
+
+@router.post("/{gate_id}/continue", response_model=Gate, responses=_DECISION_RESPONSES)
+async def continue_run(gate_id: str, body: ContinueRequest, request: Request, principal: _Decider) -> Response:
+    """Let a run that reached its budget go on (a resource_limit gate), optionally with a new budget."""
+    return await _decide(
+        request, principal, gate_id, {"decision": "continue", **body.model_dump(exclude_none=True)}, "resource_limit"
+    )
+
+
+async def _decide(
+    request: Request, principal: Principal, gate_id: str, body: dict[str, Any], kind: GateKind
+) -> Response:
+    state = server_state(request)
+    state.decisions.take(principal.sub)
+    ledger = GateLedger(state.baton.store)
+    gate = await _visible_gate(request, principal, ledger, gate_id)
+    try:
+        decided = await ledger.decide(gate.id, body, decided_by=principal.sub, kind=kind)
+    except UsageError as exc:
+        if exc.code != "invalid_argument":
+            raise
+        raise UsageError("request_invalid", exc.message, details=exc.details) from None
+    wake_local(gate.id)  # a run executing in this server takes it at once, not at its next inbox read
+    return JSONResponse(decided.to_json())
+
+
+async def _visible_gate(request: Request, principal: Principal, ledger: GateLedger, gate_id: str) -> GateRecord:
+    gate = await ledger.get(gate_id)
+    run = await server_state(request).baton.store.get_run(gate.run_id)
+    if not principal.may_see(run.id, run.owner, run.task_id):
+        raise NotFoundError("gate_not_found", f"no gate {gate_id}")
+    return gate
