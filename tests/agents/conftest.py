@@ -115,6 +115,12 @@ def permission_answers(entries: list[LogEntry]) -> list[tuple[dict[str, Any], di
     return pairs
 
 
+def decisions(entries: list[LogEntry]) -> list[tuple[str, str, str]]:
+    """baton's answer to every permission request, in order: (decision, reason, tool name)."""
+    answers = [result["_meta"]["baton"] for _, result in permission_answers(entries)]
+    return [(answer["decision"], answer["reason"], answer["tool_name"]) for answer in answers]
+
+
 def script_entry(behaviour: str, *args: str) -> AgentEntry:
     def launch(context: LaunchContext, executable: Path) -> AgentCommand:
         env = {"PATH": os.environ.get("PATH", "")}

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.agents.conftest import permission_answers, run_to_end
+from tests.agents.conftest import decisions, run_to_end
 from tests.agents.native import COMMANDS, EDIT, GLOB, GREP_OUTSIDE, READ, WRITES, bash, matrix_scenario, run_native
 
 from baton.agents.claude_acp import ClaudeAcpSetting
@@ -82,8 +82,7 @@ async def test_accept_edits_with_bash_allowed_runs_with_baton_deciding(settings:
         spec = RunSpec(prompt="go", repo=repo, agent="claude-acp", permission_mode="acceptEdits", allow=("Bash",))
         done = await run_to_end(configured, spec)
     assert done.outcome.status == "finished", done.outcome
-    answers = [result["_meta"]["baton"] for _, result in permission_answers(done.entries)]
-    assert [(a["decision"], a["reason"], a["tool_name"]) for a in answers] == [
+    assert decisions(done.entries) == [
         ("allow", "mode:acceptEdits", "Write"),
         ("allow", "rule:Bash", "Bash"),
     ]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.agents.conftest import permission_answers, run_to_end, scripted_openai
+from tests.agents.conftest import decisions, run_to_end, scripted_openai
 from tests.agents.native import COMMANDS, EDIT, WRITES, bash, matrix_scenario, run_native
 
 from baton.agents.registry import AGENTS, CODEX, bound_input_hash, choose_setting, codex_bound_input
@@ -111,8 +111,7 @@ async def test_accept_edits_with_bash_allowed_runs_under_ask_all(settings: Setti
         spec = RunSpec(prompt="go", repo=repo, agent="codex", permission_mode="acceptEdits", allow=("Bash",))
         done = await run_to_end(configured, spec)
     assert done.outcome.status == "finished", done.outcome
-    answers = [result["_meta"]["baton"] for _, result in permission_answers(done.entries)]
-    assert [(a["decision"], a["reason"], a["tool_name"]) for a in answers] == [
+    assert decisions(done.entries) == [
         ("allow", "mode:acceptEdits", "Write"),
         ("allow", "rule:Bash", "Bash"),
     ]

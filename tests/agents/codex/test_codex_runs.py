@@ -32,7 +32,7 @@ from baton.agents.registry import AGENTS, CODEX
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.config import Settings
 from baton.events.entry import LogEntry
-from baton.runs import Baton, RunSpec
+from baton.runs import Baton, RunHandle, RunOutcome, RunSpec
 from baton.testing import ScriptedModelServer, copy_sample_repo
 
 pytestmark = pytest.mark.timeout(90)
@@ -133,21 +133,30 @@ async def test_a_permission_rejected_by_kind_is_answered_abort(settings: Setting
     assert done.types()[-2:] == ["turn.finished", "task.finished"]
 
 
-def command_running(entry: LogEntry) -> bool:
-    update = (entry["payload"].get("params") or {}).get("update") or {}
-    return bool(update.get("sessionUpdate") == "tool_call" and update.get("kind") == "execute")
+async def interrupted_mid_command(
+    settings: Settings, repo: Path, interrupt: Callable[[RunHandle], None]
+) -> tuple[RunOutcome, list[LogEntry]]:
+    """``long-command`` (``sleep 20``), interrupted once Codex's command runs; the outcome and the log."""
 
+    def command_running(entry: LogEntry) -> bool:
+        update = (entry["payload"].get("params") or {}).get("update") or {}
+        return bool(update.get("sessionUpdate") == "tool_call" and update.get("kind") == "execute")
 
-async def test_codex_killed_mid_turn_fails_the_run_with_agent_exited(settings: Settings, repo: Path) -> None:
     spec = RunSpec(prompt="go", repo=repo, agent="codex", allow=("Bash(sleep:*)", "Bash(echo:*)"))
     with scripted_openai(settings, "long-command") as (configured, _):
         async with Baton(configured) as baton:
             handle = await baton.start(spec)
             await first_entry(baton.entries(handle.run_id), command_running)
-            process = handle._execution._agent.process  # type: ignore[attr-defined]
-            os.kill(process.pid, signal.SIGKILL)
+            interrupt(handle)
             outcome = await asyncio.wait_for(handle.wait(), 30)
-            entries = await baton.log.read(handle.run_id)
+            return outcome, await baton.log.read(handle.run_id)
+
+
+async def test_codex_killed_mid_turn_fails_the_run_with_agent_exited(settings: Settings, repo: Path) -> None:
+    def kill_codex(handle: RunHandle) -> None:
+        os.kill(handle._execution._agent.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+
+    outcome, entries = await interrupted_mid_command(settings, repo, kill_codex)
     assert outcome.status == "failed" and outcome.code == "agent_exited"
     assert "killed by signal 9" in (outcome.message or "")
     assert_log_whole(entries)
@@ -155,14 +164,7 @@ async def test_codex_killed_mid_turn_fails_the_run_with_agent_exited(settings: S
 
 
 async def test_cancel_mid_command_ends_the_run_cancelled_and_kills_the_command(settings: Settings, repo: Path) -> None:
-    spec = RunSpec(prompt="go", repo=repo, agent="codex", allow=("Bash(sleep:*)", "Bash(echo:*)"))
-    with scripted_openai(settings, "long-command") as (configured, _):
-        async with Baton(configured) as baton:
-            handle = await baton.start(spec)
-            await first_entry(baton.entries(handle.run_id), command_running)
-            handle.cancel()
-            outcome = await asyncio.wait_for(handle.wait(), 30)
-            entries = await baton.log.read(handle.run_id)
+    outcome, entries = await interrupted_mid_command(settings, repo, lambda handle: handle.cancel())
     assert outcome.status == "cancelled" and outcome.stop_reason == "cancelled"
     assert_log_whole(entries)
     assert "session/cancel" in [entry["method"] for entry in entries]

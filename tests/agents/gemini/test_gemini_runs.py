@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from acp.schema import RequestPermissionRequest, SessionNotification
-from tests.agents.conftest import assert_log_whole, permission_answers, run_beside_claude
+from tests.agents.conftest import assert_log_whole, decisions, run_beside_claude
 from tests.golden.build import GOLDEN
 from tests.golden.codex import build_codex_sample
 
@@ -32,8 +32,7 @@ async def test_write_and_run_gives_the_same_event_types_as_claude(
         ("hello.txt", "add")
     ]
     # Only the write is asked: Gemini CLI runs `echo hi` unasked (a safe command), which the policy allows.
-    answers = [result["_meta"]["baton"] for _, result in permission_answers(gemini.entries)]
-    assert [(a["decision"], a["reason"], a["tool_name"]) for a in answers] == [("allow", "mode:acceptEdits", "Write")]
+    assert decisions(gemini.entries) == [("allow", "mode:acceptEdits", "Write")]
 
 
 def test_the_recorded_conversation_projects_to_its_golden_events() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.agents.conftest import assert_log_whole, permission_answers, run_beside_claude
+from tests.agents.conftest import assert_log_whole, decisions, run_beside_claude
 from tests.agents.native import COMMANDS, READ, WRITES, matrix_scenario, run_native
 
 from baton.agents.opencode import OpenCodeSetting
@@ -50,8 +50,7 @@ async def test_write_and_run_gives_the_same_event_types_as_claude(
     claude, opencode = await run_beside_claude(tmp_path, monkeypatch, "opencode")
     assert opencode.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{opencode.types()}"
     assert_log_whole(opencode.entries)
-    answers = [result["_meta"]["baton"] for _, result in permission_answers(opencode.entries)]
-    assert [(a["decision"], a["reason"], a["tool_name"]) for a in answers] == [
+    assert decisions(opencode.entries) == [
         ("allow", "mode:acceptEdits", "Edit"),
         ("allow", "rule:Bash", "Bash"),
     ]
