@@ -146,6 +146,10 @@ def test_a_token_sees_only_its_owners_runs(server: RunningServer, keys: tuple[Ke
     assert hidden.status_code == missing.status_code == 404
     assert hidden.json()["error"]["code"] == missing.json()["error"]["code"] == "run_not_found"
     assert get(server, f"/v1/runs/{bobs.id}/events", alice).status_code == 404
+    for path in ("snapshots", "diff", "snapshots/s1/archive"):
+        hidden_part = get(server, f"/v1/runs/{bobs.id}/{path}", alice)
+        assert hidden_part.status_code == 404 and hidden_part.json()["error"]["code"] == "run_not_found", path
+    assert get(server, f"/v1/runs/{alices.id}/snapshots", alice).json() == {"snapshots": []}
     command = httpx.post(
         f"{server.base_url}/v1/runs/{bobs.id}/command",
         json={"jsonrpc": "2.0", "id": 1, "method": "cancel"},

@@ -17,6 +17,7 @@ from tests.server._server import RunningServer, SseMessage, read_stream, running
 
 from baton.config import Settings
 from baton.events.project import project
+from baton.snapshots.archive import verify_archive
 from baton.testing import ScriptedModelServer
 
 pytestmark = pytest.mark.claude
@@ -48,7 +49,7 @@ async def ended(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
     raise AssertionError(f"run {run_id} did not end in the store")
 
 
-async def test_a_run_started_over_http_streams_exactly_its_log(settings: Settings, repo: Path) -> None:
+async def test_a_run_started_over_http_streams_exactly_its_log(settings: Settings, repo: Path, tmp_path: Path) -> None:
     with serving(settings, "write-and-run") as server:
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
             body = {"prompt": "go", "repo": str(repo), "permission_mode": "acceptEdits", "allow": ["Bash(echo:*)"]}
@@ -66,7 +67,14 @@ async def test_a_run_started_over_http_streams_exactly_its_log(settings: Setting
             rest = await read_stream(client, url, {"Last-Event-ID": str(first_part[-1].id)})
             received, again, acp = await asyncio.wait_for(asyncio.gather(events_viewer, second_viewer, acp_viewer), 60)
             final = await ended(client, run["id"])
+            snapshots = (await client.get(f"/v1/runs/{run['id']}/snapshots")).json()["snapshots"]
+            patch = await client.get(f"/v1/runs/{run['id']}/diff")
+            last = snapshots[-1]["id"]
+            archive = await client.get(f"/v1/runs/{run['id']}/snapshots/{last}/archive")
+            missing = await client.get(f"/v1/runs/{run['id']}/snapshots/s999/archive")
+            bad_from = await client.get(f"/v1/runs/{run['id']}/diff", params={"from": "s999"})
         entries, events = stored(server, run["id"])
+        stored_snapshots = server.call(lambda: server.baton.store.list_snapshots(run["id"]))
     assert final["status"] == "finished" and final["id"] == run["id"]
     assert (repo / "hello.txt").exists()
     types = [event["type"] for event in events]
@@ -80,6 +88,16 @@ async def test_a_run_started_over_http_streams_exactly_its_log(settings: Setting
     assert as_sent(first_part + rest) == as_sent(received)  # no gap, no duplicate across the reconnect
     assert as_sent(acp) == [(e["seq"], "entry", e) for e in entries]
     assert MODEL_KEY not in json.dumps(entries)
+    # The run's snapshots over HTTP, as `baton snapshots / diff / snapshot-export` give them.
+    assert [snapshot["id"] for snapshot in snapshots] == [snapshot["id"] for snapshot in stored_snapshots]
+    assert any("hello.txt" in snapshot["added"] for snapshot in snapshots)
+    assert patch.status_code == 200 and patch.headers["content-type"].startswith("text/x-diff")
+    assert "+++ b/hello.txt" in patch.text and "+hello from baton" in patch.text
+    assert archive.status_code == 200 and archive.headers["content-type"] == "application/gzip"
+    (tmp_path / "archive.tar.gz").write_bytes(archive.content)
+    verify_archive(tmp_path / "archive.tar.gz")
+    assert missing.status_code == bad_from.status_code == 404
+    assert missing.json()["error"]["code"] == bad_from.json()["error"]["code"] == "snapshot_not_found"
 
 
 async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, repo: Path) -> None:

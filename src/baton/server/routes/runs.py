@@ -11,6 +11,7 @@ from baton.errors import AuthError, UsageError
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
+from baton.server.routes import snapshots
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
 from baton.server.routes.tasks import visible_task
 from baton.server.state import server_state
@@ -19,6 +20,7 @@ from baton.store import RunRecord
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
+router.include_router(snapshots.router)  # /v1/runs/{id}/snapshots, /diff, /snapshots/{snap}/archive
 
 _Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
 _Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
