@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 from sqlalchemy import Table
 
 from baton.errors import WorkspaceError
@@ -62,6 +63,10 @@ def run_row(value: Any) -> dict[str, Any]:
 
 
 def parse_json(body: bytes, name: str) -> Any:
+    try:
+        return orjson.loads(body)  # ~5x the standard library's speed on a long log
+    except orjson.JSONDecodeError:
+        pass  # perhaps a lone surrogate (an undecodable file name), which orjson refuses
     try:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

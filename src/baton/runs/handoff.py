@@ -82,6 +82,7 @@ from baton.snapshots.shadow import DEFAULT_SECRET_PATTERNS
 from baton.store import Store
 from baton.store._transfer import RunRows, delete_run_rows, insert_run_rows, read_run_rows
 from baton.store.records import TERMINAL_STATUSES
+from baton.store.redact import encode_json
 from baton.store.tables import gates, run_transitions, runner_events, tasks
 
 __all__ = [
@@ -188,8 +189,8 @@ def _write_export(rows: RunRows, settings: Settings, blobs: BlobStore, out: Path
     run_id = str(rows.run["id"])
     data: dict[str, bytes] = {
         _DATA["transitions"]: _json_bytes(rows.transitions),
-        _DATA["log"]: b"".join(_json_bytes(entry) + b"\n" for entry in rows.log),
-        _DATA["runner_events"]: b"".join(_json_bytes(event) + b"\n" for event in rows.runner_events),
+        _DATA["log"]: b"".join(_json_line(entry) for entry in rows.log),
+        _DATA["runner_events"]: b"".join(_json_line(event) for event in rows.runner_events),
         _DATA["conversation_state"]: _json_bytes(rows.conversation_state),
         _DATA["snapshots"]: _json_bytes(rows.snapshots),
         _DATA["gates"]: _json_bytes(rows.gates),
@@ -261,6 +262,10 @@ def _write_export(rows: RunRows, settings: Settings, blobs: BlobStore, out: Path
 
 def _json_bytes(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8", "surrogateescape")
+
+
+def _json_line(value: Any) -> bytes:
+    return encode_json(value).encode("utf-8", "surrogateescape") + b"\n"  # orjson: a long log is most of the work
 
 
 def _sha256(body: bytes) -> str:
