@@ -1,0 +1,115 @@
+"""Gates through the installed ``baton`` command: a run parks (``--no-wait`` exits 4), the gate is
+decided from another process with no process executing the run, and ``baton resume`` finishes it;
+and a ``baton run`` killed (SIGKILL) while its gate is pending loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.cli._baton_cli import BatonCLI
+from tests.conftest import make_git_repo
+
+from baton.agents.processes import kill_run_processes, run_process_ids
+from baton.config import Settings
+from baton.gates.ledger import GateLedger, GateRecord
+from baton.runs import Baton
+from baton.runs.executors import effective_status
+from baton.store import Store
+from baton.testing import ScriptedModelServer
+
+pytestmark = pytest.mark.claude
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_git_repo(tmp_path / "repo", {"README.md": "# r\n"})
+
+
+def test_no_wait_exits_4_then_approve_and_resume_finish_the_run(baton: BatonCLI, repo: Path) -> None:
+    baton.env["BATON_GATE_GRACE_SECONDS"] = "1"
+    run = baton("run", "go", "--repo", str(repo), "--scenario", "gate-park", "--no-wait", "--json")
+    assert run.returncode == 4, run.describe()
+    types = [event["type"] for event in run.json_lines()]
+    assert "gate.opened" in types and "task.finished" not in types
+    listed = baton("gates", "--status", "pending", "--json")
+    [gate] = json.loads(listed.stdout)
+    assert gate["kind"] == "tool" and gate["input"]["command"] == "touch approved.txt"
+    approved = baton("approve", gate["id"])
+    assert approved.returncode == 0, approved.describe()
+    resumed = baton("resume", gate["run_id"], "--scenario", "gate-park", "--json")
+    assert resumed.returncode == 0, resumed.describe()
+    assert (repo / "approved.txt").exists()
+    events = resumed.json_lines()
+    assert events[-1]["type"] == "task.finished"
+    assert "Resumed after the decision" in events[-1]["data"]["result"]
+
+
+@pytest.mark.slow
+def test_resume_before_the_decision_is_refused_with_run_paused(baton: BatonCLI, repo: Path) -> None:
+    baton.env["BATON_GATE_GRACE_SECONDS"] = "1"
+    run = baton("run", "go", "--repo", str(repo), "--scenario", "gate-park", "--no-wait", "--json")
+    assert run.returncode == 4, run.describe()
+    run_id = run.json_lines()[0]["run_id"]
+    refused = baton("resume", run_id, "--scenario", "gate-park")
+    assert refused.returncode == 3 and "run_paused" in refused.stderr, refused.describe()
+    cancelled = baton("cancel", run_id)
+    assert cancelled.returncode == 0, cancelled.describe()
+
+
+@pytest.mark.slow
+async def test_a_run_killed_while_its_gate_is_pending_is_decided_then_resumed(baton: BatonCLI, repo: Path) -> None:
+    settings = Settings.load({"BATON_HOME": str(baton.home), "PATH": os.environ["PATH"]})
+    started = baton.start("run", "go", "--repo", str(repo), "--scenario", "gate-park", "--json")
+    _, process = started
+    try:
+        store = Store.open(settings.resolved_database_url)
+        try:
+            gate = await _pending_gate(store)
+            os.killpg(process.pid, signal.SIGKILL)  # baton run and everything in its session
+            process.communicate(timeout=30)
+            kill_run_processes(gate.run_id)  # Claude Code runs in a session of its own
+            record = await store.get_run(gate.run_id)
+            assert effective_status(record.status, record.executor_id, record.heartbeat_at) == "paused"
+            # Decided with no process executing the run: recorded on the gate and in the inbox.
+            await GateLedger(store).decide(
+                gate.id,
+                {"decision": "approve", "bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash},
+                decided_by="test",
+            )
+        finally:
+            await store.aclose()
+    finally:
+        baton.stop([started])
+    with ScriptedModelServer("gate-park") as server:
+        configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key="sk-scripted-0123456789")
+        async with Baton(configured) as api:
+            handle = await api.resume(gate.run_id)
+            outcome = await handle.wait()
+            entries = await api.log.read(gate.run_id)
+    assert outcome.status == "finished", outcome
+    assert (repo / "approved.txt").exists()
+    [resume] = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/resume"]
+    assert "[baton:approved-rerun Bash]" in resume["prompt"] and resume["decided_gates"] == [gate.id]
+    used = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/gate_used"]
+    assert used and used[0]["gate_id"] == gate.id
+    assert run_process_ids(gate.run_id) == []
+
+
+async def _pending_gate(store: Store) -> GateRecord:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            gates = await GateLedger(store).list(status="pending")
+        except Exception:  # the database is being created by the run
+            gates = []
+        if gates:
+            return gates[0]
+        await asyncio.sleep(0.1)
+    pytest.fail("no gate opened")
