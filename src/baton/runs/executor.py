@@ -29,6 +29,8 @@ from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
+from baton.gates.budget import Budget
+from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
@@ -97,6 +99,7 @@ class RunExecution:
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
         self._gates: RunGates | None = None
+        self._budget: RunBudget | None = None  # the run's budget, when it has one (baton.runs.budgeting)
         self._set_mode: Any = None  # the run's mode switch (set while its turns run)
         self._inbox_poll_seconds = inbox_poll_seconds
         self._idle_seconds = idle_seconds  # an interactive run with no message for this long ends
@@ -248,6 +251,12 @@ class RunExecution:
         finally:
             await self._agent.aclose()
 
+    async def _start_budget(self) -> None:
+        budget = Budget(self.spec.budget_usd, self.spec.budget_turns, self.spec.budget_seconds)
+        if not budget.empty:
+            self._budget = RunBudget(self._store, self.run_id, budget, self._note, expiry_seconds=self._gate_expiry)
+            await self._budget.start(await self._log.read(self.run_id))
+
     async def _mode_from_gate(self, mode: str) -> None:
         """A plan decision moves the run to another mode (baton.gates.kinds)."""
         if self._set_mode is not None:
@@ -316,6 +325,7 @@ class RunExecution:
             on_command=commands.handle,
         )
         async with reader:
+            await self._start_budget()
             outcome = await self._turn(conn, host, session_id, self.spec.prompt)
             while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
                 prompt = await commands.next_prompt(self._idle_seconds)
@@ -329,6 +339,8 @@ class RunExecution:
     async def _turn(self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: str) -> RunOutcome:
         host.turn.params = None
         host.turn_started()
+        if self._budget is not None:
+            self._budget.turn_started()
         prompt_task = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(prompt)]))
         cancel_task = asyncio.ensure_future(self._cancel.wait())
         assert self._gates is not None
@@ -382,6 +394,10 @@ class RunExecution:
         # Only a cancel baton asked for cancels the run: Codex also ends a turn "cancelled"
         # when a permission is answered with its only reject option (abort).
         cancelled = stop_reason == "cancelled" and self._cancel.is_set()
+        if self._budget is not None and not self._cancel.is_set():
+            limit = await self._budget.after_turn(host.turn.params or usage, usage.get("duration_ms"))
+            if limit is not None:  # a resource_limit gate: the run parks on it until it is continued
+                return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id)
         return RunOutcome(
             self.run_id,
             "cancelled" if cancelled else "finished",

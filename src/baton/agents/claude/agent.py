@@ -47,6 +47,7 @@ from baton import __version__
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
 from baton.gates.budget import LIMIT_SUBTYPES
+from baton.gates.kinds import PLAN_TOOL
 
 __all__ = ["ClaudeAgent", "ClaudeLaunch", "InProcessClaude"]
 
@@ -100,6 +101,7 @@ class ClaudeAgent:
         self._closed = False
         self._claude_mode = _claude_mode(launch.permission_mode)  # Claude's own, as it last said
         self._planning_exit: set[str] = set()  # ExitPlanMode calls being decided
+        self._plan_edits: dict[str, dict[str, Any]] = {}  # tool_use_id → the edited plan's input
 
     # -- ACP plumbing -------------------------------------------------------------------
 
@@ -274,7 +276,17 @@ class ClaudeAgent:
         tool_name = str(data.get("tool_name", ""))
         tool_input = data.get("tool_input") or {}
         call_id = tool_use_id or str(data.get("tool_use_id") or uuid.uuid4())
-        answer = await self._ask_host(call_id, tool_name, tool_input)
+        if tool_name == PLAN_TOOL:  # Claude leaves plan by itself if this is approved
+            self._planning_exit.add(call_id)
+        try:
+            answer = await self._ask_host(call_id, tool_name, tool_input)
+        finally:
+            self._planning_exit.discard(call_id)
+        if answer.decision == "allow" and _is_plan_edit(tool_name, tool_input, answer.updated_input):
+            # Claude Code drops a hook's edited plan (it reads its plan file again) but takes one
+            # from can_use_tool: the hook leaves the call undecided and can_use_tool allows it.
+            self._plan_edits[call_id] = answer.updated_input or {}
+            return {}
         # "defer": the run parks; the turn ends with stop_reason tool_deferred and Claude
         # re-evaluates this same call when the session is resumed.
         output: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": answer.decision}
@@ -295,6 +307,9 @@ class ClaudeAgent:
         # session starts is judged here rather than by the hook (seen with Claude Code 2.1). The
         # host decides it like any call; never fail open.
         call_id = getattr(context, "tool_use_id", None)
+        edited = self._plan_edits.pop(str(call_id), None) if call_id else None
+        if edited is not None:  # an edited plan, decided by the host when the hook asked
+            return PermissionResultAllow(updated_input=edited)
         if not call_id:
             return PermissionResultDeny(message="baton: no decision from the PreToolUse hook", interrupt=False)
         answer = await self._ask_host(str(call_id), tool_name, tool_input)
@@ -370,6 +385,11 @@ def _decision_from(response: Any) -> HostAnswer:
     if meta.get("decision") == "defer":
         return HostAnswer("defer", message)
     return HostAnswer("deny", message, interrupt=meta.get("interrupt") is True)
+
+
+def _is_plan_edit(tool_name: str, tool_input: dict[str, Any], updated: dict[str, Any] | None) -> bool:
+    plan = (updated or {}).get("plan")
+    return tool_name == PLAN_TOOL and isinstance(plan, str) and plan != tool_input.get("plan")
 
 
 def _claude_mode(mode: str) -> str:

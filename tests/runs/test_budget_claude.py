@@ -1,0 +1,85 @@
+"""Budgets with the real Claude Code (scripted): reaching one opens a resource_limit gate and parks
+the run; ``continue`` with a higher budget resumes it to the end (baton.runs.budgeting)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.runs.test_gates_claude import params_of, scripted
+
+from baton.agents.processes import run_process_ids
+from baton.config import Settings
+from baton.errors import GateError, RefusedError
+from baton.gates.ledger import GateLedger
+from baton.runs import Baton, RunSpec
+
+pytestmark = pytest.mark.claude
+
+# The scripted model's default usage costs Claude's price table $0.0008 a request: a budget of
+# $0.001 lets the first request (Write hello.txt) through and stops Claude after the second.
+BUDGET = 0.001
+
+
+async def test_a_usd_budget_reached_parks_the_run_and_continue_finishes_it(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "write-and-run") as (configured, server):
+        async with Baton(configured) as baton:
+            spec = RunSpec(prompt="go", repo=repo, permission_mode="acceptEdits", allow=("Bash(echo:*)",))
+            handle = await baton.start(RunSpec(**{**spec.__dict__, "budget_usd": BUDGET}))
+            parked = await handle.wait(through_parks=False)
+            assert parked.status == "paused", parked
+            assert run_process_ids(handle.run_id) == []
+            ledger = GateLedger(baton.store)
+            [gate] = await ledger.list(run_id=handle.run_id)
+            assert gate.kind == "resource_limit" and gate.status == "pending" and parked.gate_id == gate.id
+            assert gate.input is not None and gate.input["limits"] == ["usd"]
+            assert gate.input["budget"] == {"usd": BUDGET} and gate.input["spent"]["usd"] == pytest.approx(0.0016)
+            assert gate.summary.startswith("Budget reached: cost $0.0016 of $0.001.")
+            with pytest.raises(GateError) as wrong:  # a plan decision never resolves a budget
+                await ledger.decide(gate.id, {"decision": "approve"}, decided_by="test", kind="plan_review")
+            assert wrong.value.code in ("gate_kind_mismatch", "gate_not_resumable")
+            await ledger.decide(gate.id, {"decision": "continue", "budget": {"usd": 1}}, decided_by="test")
+            assert await handle.continue_parked(parked) is None
+            outcome = await handle.wait()
+            record = await baton.store.get_run(handle.run_id)
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "finished", outcome
+    assert "hi" in (outcome.result or "")
+    assert record.budget_usd == 1.0
+    [opened] = params_of(entries, "_baton/gate_opened")
+    assert opened["kind"] == "resource_limit" and opened["reason"] == "budget:usd"
+    [resolved] = params_of(entries, "_baton/gate_resolved")
+    assert resolved["gate_id"] == gate.id and resolved["decision"] == "continue" and resolved["budget"] == {"usd": 1.0}
+    usages = params_of(entries, "_baton/usage")
+    assert usages[0]["subtype"] == "error_max_budget_usd" and usages[-1]["subtype"] == "success"
+    statuses = [p["status"] for p in params_of(entries, "_baton/status")]
+    assert statuses == ["running", "paused", "running", "finished"]
+    # Claude stopped before the second call ran; resumed, it ran it
+    assert [r.step for r in server.requests if r.scenario][:2] == [0, 1]
+
+
+async def test_a_turns_budget_counted_by_baton_opens_the_gate(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "write-and-run") as (configured, _):
+        async with Baton(configured) as baton:
+            spec = RunSpec(
+                prompt="go", repo=repo, permission_mode="acceptEdits", allow=("Bash(echo:*)",), budget_turns=2
+            )
+            handle = await baton.start(spec)
+            parked = await handle.wait(through_parks=False)
+            [gate] = await GateLedger(baton.store).list(run_id=handle.run_id)
+            await GateLedger(baton.store).decide(
+                gate.id, {"decision": "continue", "budget": {"turns": 10}}, decided_by="test"
+            )
+            assert await handle.continue_parked(parked) is None
+            outcome = await handle.wait()
+    # the one turn took Claude three model turns: past the budget of 2, checked when it ended
+    assert parked.status == "paused" and gate.input is not None
+    assert gate.input["limits"] == ["turns"] and gate.input["spent"]["turns"] == 3
+    assert outcome.status == "finished", outcome
+
+
+async def test_a_usd_budget_for_an_agent_without_cost_is_refused(settings: Settings, repo: Path) -> None:
+    async with Baton(settings) as baton:
+        with pytest.raises(RefusedError) as refused:
+            await baton.start(RunSpec(prompt="go", repo=repo, agent="codex", budget_usd=1.0))
+    assert refused.value.code == "budget_not_supported"
