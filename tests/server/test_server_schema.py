@@ -1,6 +1,8 @@
 """Schemathesis over every operation of a real server: never a 5xx, responses match the schema.
 
-The workspace root (``BATON_WORKSPACE_ROOTS``) is a temporary folder holding one git
+A gate of each kind is opened pending; generated decisions are sent to the gate of their
+endpoint's kind (so bodies are validated against real gates, until one is decided). The
+workspace root (``BATON_WORKSPACE_ROOTS``) is a temporary folder holding one git
 repository. Generated paths are refused (``repository_not_allowed``); the first
 ``REAL_RUNS`` generated run requests that would pass are pointed at that repository, so they
 start the real Claude Code against the scripted model. The run-starting endpoint is bounded to
@@ -27,6 +29,7 @@ from tests.conftest import make_git_repo
 from tests.server._server import RunningServer, running_server
 
 from baton.config import Settings
+from baton.gates.ledger import GateLedger
 from baton.server import ServerConfig, create_app
 from baton.testing import ScriptedModelServer
 
@@ -41,7 +44,35 @@ set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "baton-tests-hypothesi
 class ApiServer:
     server: RunningServer
     repo: Path
+    gates: dict[str, str]  # kind → a gate opened pending (generated decisions land on real gates)
     started: list[str] = field(default_factory=list)
+
+
+_GATES: dict[str, dict[str, Any]] = {
+    "tool": {"tool_name": "Bash", "bound_call_id": "toolu_1", "bound_input_hash": "h1", "input": {"command": "ls"}},
+    "question": {
+        "bound_call_id": "toolu_2",
+        "bound_input_hash": "h2",
+        "questions": [{"question": "Which?", "header": "DB", "options": [{"label": "SQLite"}, {"label": "Postgres"}]}],
+    },
+    "plan_review": {"plan": "1. do it"},
+    "resource_limit": {},
+}
+# The endpoint a generated request to a gate goes to → the kind of gate it gets.
+_GATE_KIND = {"decide": "tool", "answer": "question", "plan-review": "plan_review", "continue": "resource_limit"}
+
+
+def _open_gates(server: RunningServer) -> dict[str, str]:
+    async def opened() -> dict[str, str]:
+        store = server.baton.store
+        ids = {}
+        for kind, fields in _GATES.items():
+            run = await store.create_run(agent="claude", owner="local", repo="/tmp/x")
+            gate, _ = await GateLedger(store).open(run.id, kind, summary=kind, **fields)  # type: ignore[arg-type]
+            ids[kind] = gate.id
+        return ids
+
+    return server.call(opened)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +89,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
         }
         config = ServerConfig(workspace_roots=(root,), commands_per_minute=1_000_000, sse_heartbeat_seconds=0.2)
         with running_server(Settings.load(environ), config) as server:
-            yield ApiServer(server, repo)
+            yield ApiServer(server, repo, _open_gates(server))
 
 
 def _published_schema() -> dict[str, Any]:
@@ -84,6 +115,9 @@ def test_every_operation(case: schemathesis.Case, api_server: ApiServer) -> None
     if real_run:
         assert isinstance(case.body, dict)
         case.body["repo"] = str(api_server.repo)
+    endpoint = case.path.rsplit("/", 1)[-1]
+    if case.path.startswith("/v1/gates/{gate_id}/") and endpoint in _GATE_KIND and case.path_parameters:
+        case.path_parameters["gate_id"] = api_server.gates[_GATE_KIND[endpoint]]
     response = case.call(base_url=server.base_url, headers=server.headers(), timeout=30)
     case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
     if real_run and response.status_code == 201:
