@@ -163,6 +163,12 @@ async def test_a_run_moves_to_another_home_and_repository_whole(tmp_path: Path, 
     blobs = LocalBlobStore(destination.home / "blobs")
     assert all(blobs.exists(s["archive_key"]) for s in after.snapshots)
     shadow = shadow_for(destination.run_dir(source.run_id), target)
+    # Both snapshots were rebuilt in the new shadow from their archives over the clone's base commit.
+    assert [(r["id"], r["tree_hash"]) for r in shadow.snapshots()] == [
+        (s["id"], s["tree_hash"]) for s in after.snapshots
+    ]
+    changed = shadow.diff(after.snapshots[0]["tree_hash"], after.snapshots[1]["tree_hash"])
+    assert [entry.path for entry in changed] == ["src/app.py"]
     (target / "three.txt").write_text("three\n")
     next_snapshot = shadow.capture(log_seq_to=4)
     assert next_snapshot is not None and next_snapshot.id == "s3" and next_snapshot.changes.added == ("three.txt",)
@@ -455,6 +461,8 @@ def test_the_cli_exports_and_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     imported = invoke_in_process(monkeypatch, home_b, "import", str(out), "--repo", str(target))
     assert imported.returncode == 0, imported.describe()
     assert f"baton resume {source.run_id}" in imported.stdout and "restored s2" in imported.stdout
+    diff = invoke_in_process(monkeypatch, home_b, "diff", source.run_id, "--from", "s1", "--to", "s2")
+    assert diff.returncode == 0 and "+v2" in diff.stdout and "one.txt" not in diff.stdout, diff.describe()
     again = invoke_in_process(monkeypatch, home_b, "import", str(out), "--repo", str(target), "--json")
     assert again.returncode == 3 and json.loads(again.stderr)["error"]["code"] == "run_exists"
     missing = invoke_in_process(monkeypatch, home_b, "export", "run_nope", "--out", str(tmp_path / "x.tar.gz"))

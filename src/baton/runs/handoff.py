@@ -478,7 +478,8 @@ async def _install(
             restored = await asyncio.to_thread(restore_unless_held, archive, target, None, force, limits)
         await asyncio.to_thread(_place_files, settings, unpacked, staging, run_dir, rows, notes)
         if latest is not None:
-            await asyncio.to_thread(seed_shadow, run_dir, target, latest)
+            with_archives = [snapshot for snapshot in rows.snapshots if snapshot.get("archive_key")]
+            await asyncio.to_thread(seed_shadow, run_dir, target, with_archives, unpacked.archives)
     except BaseException:
         await asyncio.to_thread(delete_run_rows, store.engine, run_id)
         await asyncio.to_thread(shutil.rmtree, run_dir, True)

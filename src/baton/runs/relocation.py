@@ -5,8 +5,9 @@ Code's transcripts moved to the new working directory (``baton import``, and ``b
 - :func:`restore_latest_snapshot` restores the run's latest snapshot into a folder that does not
   hold it already (:func:`holds_snapshot`), through the restore saga (``workspace_dirty`` unless
   ``force``), with the base commit from the folder's own repository when it has it;
-- :func:`seed_shadow` gives a run that comes from elsewhere a shadow whose latest snapshot is
-  the tree as restored, so the next capture is ``s<N+1>`` (the store keeps ``s1…sN``);
+- :func:`seed_shadow` gives a run that comes from elsewhere a shadow holding its snapshots,
+  rebuilt from their archives over the base commit, so the next capture is ``s<N+1>`` and
+  ``baton diff`` works between the old ones;
 - :func:`move_claude_project`: Claude Code finds a session under
   ``.claude/projects/<the working directory, every other character than [a-zA-Z0-9] a dash>``.
 """
@@ -22,15 +23,17 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from baton.config import Settings
 from baton.errors import NotFoundError
 from baton.snapshots import GitObjects, LocalBlobStore, RestoreResult, blob_store_for, restore_archive, shadow_for
-from baton.snapshots.archive import ArchiveLimits, Manifest, verify_archive
+from baton.snapshots._git import GitFailed, run_git
+from baton.snapshots.archive import ArchiveLimits, Manifest, iter_members, verify_archive
 from baton.snapshots.blobs import BlobStore
+from baton.snapshots.shadow import ShadowRepo
 from baton.store import Store
 
 __all__ = [
@@ -125,26 +128,82 @@ def restore_unless_held(
     return restore_archive(archive, target, base=base, base_label=label, force=force, limits=limits)
 
 
-def seed_shadow(run_dir: Path, target: Path, latest: Mapping[str, Any]) -> None:
-    """A shadow for a run that comes from elsewhere: its start is the tree as restored, recorded
-    as the run's latest snapshot, so the next capture is ``s<N+1>`` and compares with it."""
+def seed_shadow(
+    run_dir: Path, target: Path, snapshots: Sequence[Mapping[str, Any]], archives: Mapping[str, Path]
+) -> int:
+    """A shadow for a run that comes from elsewhere, so its snapshot ids go on (``s<N+1>`` next).
+
+    Each snapshot is rebuilt from its archive over its base commit (which a clone of the
+    repository has), in order, while the tree comes out as recorded: ``baton diff`` then works
+    between them. When one cannot be (no base here), the latest is recorded with the tree as
+    restored instead. Returns how many were rebuilt exactly.
+    """
     shadow = shadow_for(run_dir, target)
-    if shadow.exists:
-        return
+    if shadow.exists or not snapshots:
+        return 0
     shadow.prepare()
-    tree = shadow.git("rev-parse", "refs/baton/start^{tree}").decode().strip()
-    start = shadow.git("rev-parse", "refs/baton/start").decode().strip()
-    record = {
-        key: value
-        for key, value in latest.items()
-        if key in ("id", "base_commit", "log_seq_from", "log_seq_to", "archive_key", "created_at")
-    }
-    record.update(tree_hash=tree, imported_tree_hash=latest.get("tree_hash"))
-    record.update({name: latest.get(name) or [] for name in ("added", "modified", "deleted", "renamed", "skipped")})
-    message = f"{_SNAPSHOT_MESSAGE}{latest['id']}\n\n{json.dumps(record, sort_keys=True)}\n"
-    commit = shadow.git("commit-tree", tree, "-p", start, "-F", "-", input=message.encode()).decode().strip()
-    shadow.git("update-ref", f"refs/snapshots/{latest['id']}", commit)
+    parent = shadow.git("rev-parse", "refs/baton/start").decode().strip()
+    rebuilt = 0
+    for snapshot in snapshots:
+        archive = archives.get(str(snapshot.get("archive_key")))
+        tree = _tree_of(shadow, archive) if archive is not None else None
+        if tree is None or tree != snapshot.get("tree_hash"):
+            break
+        parent = _commit_snapshot(shadow, snapshot, tree, parent)
+        rebuilt += 1
+    if rebuilt < len(snapshots):  # the latest, as restored: the next capture compares with it
+        latest = snapshots[-1]
+        start_tree = shadow.git("rev-parse", "refs/baton/start^{tree}").decode().strip()
+        _commit_snapshot(shadow, {**latest, "imported_tree_hash": latest.get("tree_hash")}, start_tree, parent)
+    return rebuilt
+
+
+def _tree_of(shadow: ShadowRepo, archive: Path) -> str | None:
+    """The tree of the snapshot ``archive`` holds, written into the shadow (None without its base)."""
+    with tempfile.TemporaryDirectory(prefix="baton-rebuild-") as scratch:
+        env = {**shadow.environment, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        manifest: Manifest | None = None
+        entries: list[tuple[str, str, Path]] = []
+        for number, item in enumerate(iter_members(archive)):
+            if isinstance(item, Manifest):
+                manifest = item
+                continue
+            content = Path(scratch) / f"member-{number}"
+            content.write_bytes(os.fsencode(item.link_target) if item.link_target is not None else item.data or b"")
+            entries.append((item.mode, item.path, content))
+        assert manifest is not None
+        try:
+            run_git(["read-tree", manifest.base_commit or "--empty"], env)
+        except GitFailed:
+            return None  # the base commit is not here
+        if manifest.deleted:
+            removed = b"".join(os.fsencode(path) + b"\0" for path in manifest.deleted)
+            run_git(["update-index", "--force-remove", "-z", "--stdin"], env, input=removed)
+        shas: list[str] = []
+        if entries:
+            paths = "".join(f"{content}\n" for _mode, _path, content in entries).encode()
+            shas = run_git(["hash-object", "-w", "--no-filters", "--stdin-paths"], env, input=paths).decode().split()
+        info = b"".join(
+            f"{mode} {sha}\t".encode() + os.fsencode(path) + b"\0"
+            for (mode, path, _content), sha in zip(entries, shas, strict=True)
+        )
+        info += b"".join(
+            f"160000 {commit}\t".encode() + os.fsencode(path) + b"\0" for path, commit in manifest.submodules.items()
+        )
+        if info:
+            run_git(["update-index", "-z", "--index-info"], env, input=info)
+        return run_git(["write-tree"], env).decode().strip()
+
+
+def _commit_snapshot(shadow: ShadowRepo, snapshot: Mapping[str, Any], tree: str, parent: str) -> str:
+    """A snapshot commit as :class:`ShadowRepo` writes them (its record in the message), and its refs."""
+    record = {key: value for key, value in snapshot.items() if key not in ("run_id",)}
+    record["tree_hash"] = tree
+    message = f"{_SNAPSHOT_MESSAGE}{snapshot['id']}\n\n{json.dumps(record, sort_keys=True)}\n"
+    commit = shadow.git("commit-tree", tree, "-p", parent, "-F", "-", input=message.encode()).decode().strip()
+    shadow.git("update-ref", f"refs/snapshots/{snapshot['id']}", commit)
     shadow.git("update-ref", "refs/heads/snapshots", commit)
+    return commit
 
 
 async def restore_latest_snapshot(
@@ -153,20 +212,20 @@ async def restore_latest_snapshot(
     """Bring ``target`` to the run's latest snapshot when it does not hold it (``baton resume
     --repo DIR`` on another machine sharing the store and the blob store); None when nothing
     was written. ``workspace_dirty`` when ``target`` has changes the restore would lose."""
-    found = await store.list_snapshots(run_id)
-    latest = next((s for s in reversed(found) if s.get("archive_key")), None)
-    if latest is None:
+    found = [snapshot for snapshot in await store.list_snapshots(run_id) if snapshot.get("archive_key")]
+    if not found:
         return None
+    latest = found[-1]
     run_dir = settings.run_dir(run_id)
     blobs = blob_store_for(None, settings.home)
 
     def work() -> RestoreResult | None:
         with tempfile.TemporaryDirectory(prefix="baton-resume-") as scratch:
-            archive = blob_path(blobs, str(latest["archive_key"]), Path(scratch))
+            archives = {str(s["archive_key"]): blob_path(blobs, str(s["archive_key"]), Path(scratch)) for s in found}
             shadow = shadow_for(run_dir, target)
             base = GitObjects(shadow.environment) if shadow.exists else None
-            restored = restore_unless_held(archive, target, base, force, None)
-        seed_shadow(run_dir, target, latest)
+            restored = restore_unless_held(archives[str(latest["archive_key"])], target, base, force, None)
+            seed_shadow(run_dir, target, [s for s in found if s.get("archive_key")], archives)
         return restored
 
     return await asyncio.to_thread(work)
