@@ -230,3 +230,7 @@ def test_gates_usage_errors(baton: BatonCLI, gates: Gates, monkeypatch: pytest.M
         assert invocation.returncode == 2, invocation.describe()
         assert invocation.stderr.startswith("baton: invalid_argument: "), invocation.describe()
     assert gates.get(gate.id).status == "pending"
+    # A gate past its deadline is listed as expired: a denial with reason timeout, never pending.
+    overdue = gates.open(gates.run(), "plan_review", summary="plan", plan="p", expires_in_seconds=0.001)
+    listed = invoke("gates", "--status", "expired", "--json")
+    assert [(g["id"], g["decision"]["reason"]) for g in json.loads(listed.stdout)] == [(overdue.id, "timeout")]

@@ -100,6 +100,12 @@ def test_a_token_lists_only_the_gates_it_may_see(server: RunningServer, key: Key
     assert [g["id"] for g in rest["gates"]] == [second.id] and rest["next_cursor"] is None
     assert "status" in error_of(alice.get("/v1/gates?status=waiting"), 422, "request_invalid")["message"]
     error_of(Caller(server, key, "alice-list", "runs:write").get("/v1/gates"), 403, "scope_missing")
+    overdue = open_gate(server, theirs, "plan_review", plan="p", expires_in_seconds=0.001)
+    bob = Caller(server, key, "bob-list", "runs:read")
+    listed_expired = bob.get(f"/v1/gates?run_id={theirs}&status=expired").json()["gates"]
+    assert [(g["id"], g["decided_by"], g["decision"]["reason"]) for g in listed_expired] == [
+        (overdue.id, "timeout", "timeout")
+    ]
 
 
 def test_decisions_and_their_refusals(server: RunningServer, key: KeyPair) -> None:

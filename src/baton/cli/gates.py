@@ -50,7 +50,7 @@ def gates_command(
     try:
         if status is not None and status not in GATE_STATUSES:
             raise UsageError("invalid_argument", f"--status must be one of {', '.join(sorted(GATE_STATUSES))}")
-        gates = asyncio.run(_with_ledger(lambda ledger: ledger.list(run_id=run_id, status=status)))
+        gates = asyncio.run(_with_ledger(lambda ledger: _listed(ledger, run_id, status)))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
     if json_output:
@@ -190,6 +190,11 @@ def _decide(gate_id: str, kind: GateKind | None, decide: Decision, json_output: 
     sys.stdout.write(f"{record.status} {record.id} ({record.kind}: {record.summary})\n")
     if decision.get("remember_rule"):
         sys.stdout.write(f"remembered for this run: {decision['remember_rule']}\n")
+
+
+async def _listed(ledger: GateLedger, run_id: str | None, status: str | None) -> list[GateRecord]:
+    await ledger.expire_due(run_id)  # a gate past its deadline is shown as what it is: expired
+    return await ledger.list(run_id=run_id, status=status)
 
 
 async def _decided(ledger: GateLedger, gate_id: str, kind: GateKind | None, decide: Decision) -> GateRecord:

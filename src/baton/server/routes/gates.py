@@ -70,7 +70,9 @@ async def list_gates(
     if run_id is not None:
         await visible_run(request, principal, run_id)  # run_not_found for a run the token may not see
     owner = None if principal.is_admin else principal.sub
-    found = await GateLedger(store).list(run_id=run_id or principal.run_id, status=status, owner=owner)
+    ledger = GateLedger(store)
+    await ledger.expire_due(run_id or principal.run_id)  # a gate past its deadline is listed as expired
+    found = await ledger.list(run_id=run_id or principal.run_id, status=status, owner=owner)
     runs: dict[str, RunRecord] = {}
     for gate in found:
         if gate.run_id not in runs:
