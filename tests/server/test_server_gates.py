@@ -4,6 +4,8 @@ them in tests/runs)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from tests.server._server import KeyPair, RunningServer, make_key_pair, running_
 
 from baton.config import Settings
 from baton.gates.ledger import GateLedger, GateRecord
+from baton.runs.parking import watch_gate
 from baton.server import ServerConfig
 
 QUESTION = {"question": "Which?", "header": "DB", "options": [{"label": "SQLite"}, {"label": "Postgres"}]}
@@ -197,6 +200,28 @@ def test_each_endpoint_resolves_its_own_kind(server: RunningServer, key: KeyPair
         f"/v1/gates/{other_plan.id}/decide", {"decision": "deny", "bound_call_id": None, "bound_input_hash": None}
     )
     assert denied.status_code == 200 and denied.json()["status"] == "denied", denied.text
+
+
+def test_a_decision_wakes_a_run_waiting_in_this_server(server: RunningServer, key: KeyPair) -> None:
+    alice = Caller(server, key, "alice-wake", "runs:read gates:decide")
+    gate = open_gate(server, run_of(server, "alice-wake"))
+    watching = contextlib.ExitStack()
+
+    async def watch() -> asyncio.Event:
+        return watching.enter_context(watch_gate(gate.id))
+
+    woken = server.call(watch)  # as the run's waiter does, on the server's loop
+    try:
+        assert not woken.is_set()
+        response = alice.post(f"/v1/gates/{gate.id}/decide", {"decision": "deny", **binding(gate)})
+        assert response.status_code == 200, response.text
+        assert woken.is_set()  # at once: not at the run's next inbox read
+    finally:
+
+        async def unwatch() -> None:
+            watching.close()
+
+        server.call(unwatch)
 
 
 def test_openapi_publishes_the_gate_models(server: RunningServer) -> None:
