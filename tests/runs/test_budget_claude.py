@@ -83,3 +83,25 @@ async def test_a_usd_budget_for_an_agent_without_cost_is_refused(settings: Setti
         with pytest.raises(RefusedError) as refused:
             await baton.start(RunSpec(prompt="go", repo=repo, agent="codex", budget_usd=1.0))
     assert refused.value.code == "budget_not_supported"
+
+
+async def test_a_denied_budget_gate_ends_the_run_as_budget_exhausted(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "write-and-run") as (configured, server):
+        async with Baton(configured) as baton:
+            spec = RunSpec(
+                prompt="go", repo=repo, permission_mode="acceptEdits", allow=("Bash(echo:*)",), budget_usd=BUDGET
+            )
+            handle = await baton.start(spec)
+            parked = await handle.wait(through_parks=False)
+            ledger = GateLedger(baton.store)
+            [gate] = await ledger.list(run_id=handle.run_id)
+            await ledger.decide(gate.id, {"decision": "deny", "reason": "too expensive"}, decided_by="test")
+            requests = len(server.requests)
+            assert await handle.continue_parked(parked) is None
+            outcome = await handle.wait()
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "failed" and outcome.code == "budget_exhausted", outcome
+    assert outcome.exit_code == 1 and gate.id in (outcome.message or "")
+    [resolved] = params_of(entries, "_baton/gate_resolved")
+    assert resolved["gate_id"] == gate.id and resolved["decision"] == "deny" and resolved["reason"] == "too expensive"
+    assert len(server.requests) == requests  # no further turn

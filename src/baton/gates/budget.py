@@ -40,6 +40,7 @@ __all__ = [
 # Claude's result subtypes that mean "a limit it was given stopped the turn".
 LIMIT_SUBTYPES = {"error_max_budget_usd": "usd", "error_max_turns": "turns"}
 _FIELDS = ("usd", "turns", "seconds")
+_LEAST_USD = 0.000001
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,9 @@ def claude_budget_left(budget_usd: float | None, spent_usd: float | None) -> flo
     if budget_usd is None:
         return None
     left = budget_usd - (spent_usd or 0.0)
-    return max(left, 0.0)
+    # Claude Code refuses to start with a budget of 0: with nothing left it gets the smallest
+    # one, so it stops after its first response (and baton's check opens the gate again).
+    return max(left, _LEAST_USD)
 
 
 def spend_from_log(entries: Sequence[Mapping[str, Any]]) -> Spend:

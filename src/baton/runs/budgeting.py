@@ -8,7 +8,9 @@ turn is over, and Claude, stopped by ``max_budget_usd``, answers nothing more in
 Whoever continues the parked run (``baton run`` waiting, ``baton resume``, a worker) calls
 :func:`continue_budget` first: the decided gate's new budget goes on the run's record and the
 gate is marked used (``used_by_call_id: "budget"``), so the continuation prompt does not name it
-as a call; the resumed execution logs its ``_baton/gate_resolved``.
+as a call; the resumed execution logs its ``_baton/gate_resolved``. A ``resource_limit`` gate
+that was denied instead (``baton deny``, its expiry) ends the run when it is resumed: failed with
+``budget_exhausted``, before another turn.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class RunBudget:
         self._expiry = expiry_seconds
         self.budget = budget
         self.spend = Spend()
+        self.stopped: GateRecord | None = None  # a resource_limit gate denied (or expired): the run ends
         self._turn_started: float | None = None
 
     async def start(self, entries: Sequence[Mapping[str, Any]]) -> None:
@@ -67,20 +70,22 @@ class RunBudget:
             for entry in entries
             if entry.get("method") == "_baton/gate_resolved"
         }
-        for gate in await GateLedger(self._store).list(run_id=self._run_id):
-            applied = (gate.decision or {}).get("used_by_call_id") == CONTINUE_MARK
-            if gate.kind == "resource_limit" and applied and gate.id not in logged:
-                decision = gate.decision or {}
-                self._note(
-                    "gate_resolved",
-                    {
-                        "gate_id": gate.id,
-                        "decision": decision.get("decision") or "continue",
-                        "reason": decision.get("reason"),
-                        "decided_by": gate.decided_by,
-                        "budget": self.budget.to_json(),
-                    },
-                )
+        ledger = GateLedger(self._store)
+        for gate in await ledger.list(run_id=self._run_id):
+            if gate.kind != "resource_limit" or gate.id in logged:
+                continue
+            decision = gate.decision or {}
+            resolved = {
+                "gate_id": gate.id,
+                "decision": decision.get("decision") or gate.status,
+                "reason": decision.get("reason"),
+                "decided_by": gate.decided_by,
+            }
+            if decision.get("used_by_call_id") == CONTINUE_MARK:
+                self._note("gate_resolved", {**resolved, "budget": self.budget.to_json()})
+            elif gate.status in ("denied", "expired"):  # denied, cancelled or timed out: no more budget
+                self._note("gate_resolved", resolved)
+                self.stopped = gate
 
     def turn_started(self) -> None:
         self._turn_started = time.monotonic()

@@ -326,6 +326,8 @@ class RunExecution:
         )
         async with reader:
             await self._start_budget()
+            if self._budget is not None and self._budget.stopped is not None:
+                return _budget_exhausted(self.run_id, self._budget.stopped.id)
             outcome = await self._turn(conn, host, session_id, self.spec.prompt)
             while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
                 prompt = await commands.next_prompt(self._idle_seconds)
@@ -427,6 +429,11 @@ class RunExecution:
                 details={"returncode": report.returncode, "stderr_tail": report.stderr_tail},
             )
         return AgentError("agent_exited", "the agent closed the connection")
+
+
+def _budget_exhausted(run_id: str, gate_id: str) -> RunOutcome:
+    message = f"the run reached its budget and its resource_limit gate {gate_id} was not continued"
+    return RunOutcome(run_id, "failed", code="budget_exhausted", message=message)
 
 
 def _setting_of(entry: AgentEntry | None, gatekeeper: Gatekeeper) -> NativeSetting | None:
