@@ -138,7 +138,8 @@ async def test_clients_in_other_processes_reconnecting_at_random_points_get_the_
     """Three client processes leave and come back (Last-Event-ID) at random points of a live run."""
     with serving(settings, "three-steps") as server:
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
-            body = {"prompt": "go", "repo": str(repo), "permission_mode": "acceptEdits", "allow": ["Bash(sleep:*)"]}
+            allow = ["Bash(sleep:*)", "Bash(echo:*)"]  # every call allowed: no gate opens
+            body = {"prompt": "go", "repo": str(repo), "permission_mode": "acceptEdits", "allow": allow}
             created = await client.post("/v1/runs", json=body)
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
