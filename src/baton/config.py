@@ -47,6 +47,9 @@ class Settings:
     agent_start_timeout_seconds: float = 60.0
     inbox_poll_seconds: float = 0.02  # how often an executing process reads its runs' inboxes
     interactive_idle_seconds: float = 1800.0  # an interactive run with no message for this long ends
+    # Runs executing at once in one process (more wait ``queued``): ~250 MB and much of a core
+    # each, so 2 on a 2-core machine (docs/runs.md "Concurrency").
+    concurrency: int = 2
 
     @property
     def resolved_database_url(self) -> str:
@@ -83,6 +86,7 @@ _TOML_KEYS = {
     "agent_start_timeout_seconds": float,
     "inbox_poll_seconds": float,
     "interactive_idle_seconds": float,
+    "concurrency": int,
 }
 
 
@@ -133,6 +137,13 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
         values["openai_base_url"] = env["OPENAI_BASE_URL"]
     if env.get("OPENAI_API_KEY"):
         values["openai_api_key"] = env["OPENAI_API_KEY"]
+    if env.get("BATON_CONCURRENCY"):
+        try:
+            values["concurrency"] = int(env["BATON_CONCURRENCY"])
+        except ValueError as exc:
+            raise UsageError("config_invalid", "BATON_CONCURRENCY must be an integer") from exc
+        if values["concurrency"] < 1:
+            raise UsageError("config_invalid", "BATON_CONCURRENCY must be at least 1")
     if env.get("BATON_MODEL_MAX_RETRIES"):
         try:
             values["model_max_retries"] = int(env["BATON_MODEL_MAX_RETRIES"])

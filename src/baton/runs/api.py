@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from baton.acp.extensions import ResumeParams, notification
 from baton.acp.host import AskHuman
@@ -25,18 +26,21 @@ from baton.events.entry import LogEntry, utc_timestamp
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
-from baton.gates.handles import Gate, local_user
-from baton.gates.ledger import GateLedger, GateRecord
+from baton.gates.ledger import GateLedger
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RunExecution
 from baton.runs.executors import effective_status, executor_alive
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
-from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
+from baton.runs.parking import pending_gates, wait_for_decisions
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
 from baton.runs.spec import RunOutcome, RunSpec
+from baton.runs.workspaces import check_workspace_free
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
+
+if TYPE_CHECKING:
+    from baton.runs.workflows import DurableRuntime
 
 __all__ = ["Baton", "RunHandle"]
 
@@ -51,6 +55,10 @@ def agent_entry(spec: RunSpec) -> AgentEntry:
     if entry is None:
         raise UsageError("invalid_argument", f"unknown agent {spec.agent!r}; known: {', '.join(AGENTS)}")
     return entry
+
+
+async def _outcome_of(done: asyncio.Future[RunOutcome]) -> RunOutcome:
+    return await done
 
 
 class RunHandle:
@@ -116,8 +124,11 @@ class RunHandle:
 class Baton:
     """Opens the store and the session log; starts runs and reads them back."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, concurrency: int | None = None) -> None:
         self.settings = settings or Settings.load()
+        # How many runs execute in this process at once; more wait ``queued`` (docs/runs.md).
+        self.concurrency = concurrency or self.settings.concurrency
+        self._durable: DurableRuntime | None = None  # DBOS, launched when this Baton first executes a run
         self._store: Store | None = None
         self._log: SessionLog | None = None
         self.redactor = Redactor()
@@ -142,11 +153,16 @@ class Baton:
         if self._closed:
             return
         self._closed = True
-        for handle in self._runs.values():
-            handle._task.cancel()
+        if self._durable is not None:  # runs still queued never start; executing ones end cancelled
+            await self._durable.cancel_queued(frozenset(self._runs))
+            self._durable.abort(frozenset(self._runs))
         for handle in self._runs.values():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await handle._task
+        if self._durable is not None:
+            from baton.runs import workflows
+
+            await workflows.release(self._durable)
         if self._log is not None:
             await self._log.aclose()
         if self._store is not None:
@@ -173,6 +189,7 @@ class Baton:
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
         entry = agent_entry(spec)
+        await check_workspace_free(self.store, repo.resolve())
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
@@ -223,7 +240,7 @@ class Baton:
             permission_mode=spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
         )
-        return self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None, ask_human=ask_human)
+        return await self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None, ask_human=ask_human)
 
     async def _start_subprocess(
         self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, repo: Path, ask_human: AskHuman | None = None
@@ -252,9 +269,17 @@ class Baton:
                 self.redactor.add(secret)
         launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
         agent = prepared.start(launch)
-        return self._execute(record.id, spec, gatekeeper, agent, entry, ask_human=ask_human)
+        return await self._execute(record.id, spec, gatekeeper, agent, entry, ask_human=ask_human)
 
-    def _execute(
+    async def runtime(self) -> DurableRuntime:
+        """DBOS in this process, launched on first use (only processes that execute runs launch it)."""
+        if self._durable is None:
+            from baton.runs import workflows
+
+            self._durable = await workflows.acquire(self.settings, self.concurrency)
+        return self._durable
+
+    async def _execute(
         self,
         run_id: str,
         spec: RunSpec,
@@ -267,6 +292,40 @@ class Baton:
         ask_human: AskHuman | None = None,
         restore: AgentRestore | None = None,
     ) -> RunHandle:
+        execution = self._execution(
+            run_id,
+            spec,
+            gatekeeper,
+            agent,
+            entry,
+            resume=resume,
+            resumed_from=resumed_from,
+            ask_human=ask_human,
+            restore=restore,
+        )
+        runtime = await self.runtime()
+
+        def execute() -> Awaitable[RunOutcome]:
+            return run_keeping_conversation(execution.run(), self.store, self.log, run_id)
+
+        done = await runtime.submit(run_id, execute, store=self.store, adopt=self._adopt)
+        handle = RunHandle(execution, asyncio.create_task(_outcome_of(done), name=f"baton-run-{run_id}"), self)
+        self._runs[run_id] = handle
+        return handle
+
+    def _execution(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        gatekeeper: Gatekeeper,
+        agent: AgentProcess,
+        entry: AgentEntry | None,
+        *,
+        resume: ResumeParams | None = None,
+        resumed_from: str | None = None,
+        ask_human: AskHuman | None = None,
+        restore: AgentRestore | None = None,
+    ) -> RunExecution:
         self.log.open_run(run_id)
         execution = RunExecution(
             run_id=run_id,
@@ -294,10 +353,7 @@ class Baton:
                 store=self.store,
             ),
         )
-        running = run_keeping_conversation(execution.run(), self.store, self.log, run_id)
-        handle = RunHandle(execution, asyncio.create_task(running, name=f"baton-run-{run_id}"), self)
-        self._runs[run_id] = handle
-        return handle
+        return execution
 
     async def run(self, spec: RunSpec) -> RunOutcome:
         """Start a run and wait for its end."""
@@ -312,8 +368,30 @@ class Baton:
         an ended run needs ``prompt`` and continues its conversation in a new run
         (``resumed_from``). Refused with ``run_active`` while another process executes it.
         """
-        record = await self.store.get_run(run_id)
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
+        plan, execution = await self._prepare_resume(run_id, prompt, repo, ask_human, executing)
+        runtime = await self.runtime()
+        attempt = 1 if plan.resumed_from else await runtime.next_attempt(plan.run_id)
+
+        def execute() -> Awaitable[RunOutcome]:
+            return run_keeping_conversation(execution.run(), self.store, self.log, plan.run_id)
+
+        done = await runtime.submit(plan.run_id, execute, store=self.store, adopt=self._adopt, attempt=attempt)
+        handle = RunHandle(execution, asyncio.create_task(_outcome_of(done), name=f"baton-run-{plan.run_id}"), self)
+        self._runs[plan.run_id] = handle
+        handle.resume_plan = plan
+        return handle
+
+    async def _adopt(self, run_id: str) -> Callable[[], Awaitable[RunOutcome]]:
+        """An execution of ``run_id`` that continues it in place (a step DBOS runs again)."""
+        plan, execution = await self._prepare_resume(run_id, None, None, None, set())
+        return lambda: run_keeping_conversation(execution.run(), self.store, self.log, plan.run_id)
+
+    async def _prepare_resume(
+        self, run_id: str, prompt: str | None, repo: Path | None, ask_human: AskHuman | None, executing: set[str]
+    ) -> tuple[ResumePlan, RunExecution]:
+        """Check, take the run over (docs/resume.md), and build its execution; nothing runs yet."""
+        record = await self.store.get_run(run_id)
         check_resumable(record, prompt, executing)
         if not record.is_terminal and (pending := await pending_gates(self.store, run_id)):
             raise RefusedError(
@@ -328,6 +406,7 @@ class Baton:
         spec = await resume_spec(self.log, record, repo)
         if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
+        await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
         gatekeeper = Gatekeeper(policy, Path(spec.repo))
         prepared = None
@@ -355,7 +434,7 @@ class Baton:
             gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
             spent = spend_from_log(await self.log.read(plan.run_id)).usd
             agent = InProcessClaude(self._resumed_claude(plan, api_key, binary, spent))
-        handle = self._execute(
+        execution = self._execution(
             plan.run_id,
             plan.spec,
             gatekeeper,
@@ -366,8 +445,7 @@ class Baton:
             ask_human=ask_human,
             restore=plan.restore if prepared is not None else None,
         )
-        handle.resume_plan = plan
-        return handle
+        return plan, execution
 
     def _resumed_claude(
         self, plan: ResumePlan, api_key: str, binary: Path, spent_usd: float | None = None
@@ -405,22 +483,6 @@ class Baton:
             if status is None or record.status == status:
                 records.append(record)
         return records
-
-    # Gates (docs/gates.md): the same decisions as the CLI and the HTTP API, from any process.
-
-    async def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[Gate]:
-        """Gates (of ``run_id``, with ``status``) oldest first, as handles that decide them
-        (``approve``, ``deny``, ``answer``, ``review_plan``, ``continue_run``)."""
-        ledger = GateLedger(self.store)
-        return [self._gate_handle(ledger, record) for record in await ledger.list(run_id=run_id, status=status)]
-
-    async def gate(self, gate_id: str) -> Gate:
-        """One gate (``gate_not_found``)."""
-        ledger = GateLedger(self.store)
-        return self._gate_handle(ledger, await ledger.get(gate_id))
-
-    def _gate_handle(self, ledger: GateLedger, record: GateRecord) -> Gate:
-        return Gate(ledger, record, decided_by=local_user(), on_decided=wake_local)  # a run here wakes at once
 
     # Hand-off to another BATON_HOME (baton.runs.handoff, docs/handoff.md).
 

@@ -1,0 +1,368 @@
+"""Runs as DBOS workflows (DESIGN.md "Runs across processes"; docs/runs.md "Workflows").
+
+Every execution of a run in a process is one DBOS workflow, ``<run_id>:<attempt>``:
+
+- step ``baton_execute`` drives the run until it ends or parks. Its body is the
+  :class:`~baton.runs.executor.RunExecution` the process prepared (``Baton.start`` or
+  ``Baton.resume``); when there is none — the workflow continues a parked run — it prepares
+  one through :mod:`baton.runs.resume`, which is idempotent: whatever the log holds, the run
+  continues from it.
+- an outcome ``paused`` (a human gate parked the run: the agent stopped, no executor holds
+  it) ends the attempt; the durable wait is the gates ledger (:mod:`baton.runs.parking`), and
+  whoever continues the run once its gates are decided starts a new attempt.
+
+Steps are coarse (a whole execution, never an event): each DBOS operation costs ~4 ms of CPU.
+
+Only processes that execute runs launch DBOS (:func:`acquire`), each with its own executor id
+(:func:`~baton.runs.executors.this_executor_id`: pid and start time, so no other process ever
+has it, and DBOS's launch-time recovery of "its own" pending workflows finds none). Every run
+this process executes goes through its own queue, limited to ``BATON_CONCURRENCY`` runs at
+once: a burst waits ``queued``. The queue is private to the process (named after its executor
+id, registered before launch so it is polled from the start): a run is executed by the process
+that took it over (a compare-and-set on ``runs.executor_id``), never by whichever DBOS process
+dequeues first. Taking over a dead executor's run starts a new attempt and cancels the dead
+attempt's workflow, so nothing recovers it behind baton's back.
+
+DBOS's system database is its own SQLite file under ``BATON_HOME`` (``dbos.sqlite``, WAL) —
+sharing baton's file stalled for seconds when measured — or, on Postgres, the same database as
+baton's tables (schema ``dbos``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+from dbos import DBOS, DBOSConfig, SetWorkflowID
+
+from baton.config import Settings
+from baton.errors import BatonError
+from baton.events.entry import utc_timestamp
+from baton.runs.executors import this_executor_id
+from baton.runs.spec import RunOutcome
+from baton.store import Store
+
+__all__ = [
+    "APPLICATION_VERSION",
+    "APP_NAME",
+    "HEARTBEAT_SECONDS",
+    "DurableRuntime",
+    "acquire",
+    "current",
+    "release",
+    "system_database_url",
+]
+
+APP_NAME: Final = "baton"
+# Bumped only when the workflow's step structure changes: a parked run started by an older
+# baton must still be recoverable after an upgrade (DBOS's default hashes the source).
+APPLICATION_VERSION: Final = "baton-run-1"
+HEARTBEAT_SECONDS: Final = 30.0  # runs.heartbeat_at is refreshed this often (remote executors' liveness)
+QUEUE_POLL_SECONDS: Final = 0.05  # how soon a queued run starts once a slot is free
+
+Execute = Callable[[], Awaitable[RunOutcome]]
+Adopt = Callable[[str], Awaitable[Execute]]
+
+_launches = itertools.count(1)
+_active: DurableRuntime | None = None
+_users = 0
+
+
+def system_database_url(settings: Settings) -> str:
+    """DBOS's system database: its own SQLite file under BATON_HOME, or baton's Postgres database."""
+    url = settings.resolved_database_url
+    if url.startswith(("postgresql", "postgres")):
+        return url
+    return f"sqlite:///{settings.home / 'dbos.sqlite'}"
+
+
+def _outcome_data(outcome: RunOutcome) -> dict[str, Any]:
+    return asdict(outcome)
+
+
+def _outcome(data: dict[str, Any]) -> RunOutcome:
+    return RunOutcome(**data)
+
+
+@DBOS.step(name="baton_execute")
+async def _execute_step(run_id: str) -> dict[str, Any]:
+    """Drive the run in this process until it ends or parks."""
+    return _outcome_data(await current().execute(run_id))
+
+
+@DBOS.workflow(name="baton_run")
+async def _run_workflow(run_id: str) -> dict[str, Any]:
+    """start → turns → finish, or park: a parked run is only its rows (baton.runs.parking), and
+    whoever continues it once its gates are decided — ``baton run`` waiting through the park,
+    ``baton resume``, a worker adopting it — does so in a new attempt."""
+    return await _execute_step(run_id)
+
+
+class DurableRuntime:
+    """DBOS launched in this process: its queue, the runs it executes, their heartbeats."""
+
+    def __init__(self, settings: Settings, concurrency: int, sys_db_url: str, *, durable: bool = True) -> None:
+        self.settings = settings
+        # False: DBOS already runs in this process on another BATON_HOME (DBOS is a process-wide
+        # singleton; only tests and embedders open two homes at once). Runs then execute as plain
+        # tasks under the same limit — still durable through their log and resume, not workflows.
+        self.durable = durable
+        self._slots = asyncio.Semaphore(concurrency)
+        self.concurrency = concurrency
+        self.sys_db_url = sys_db_url
+        self.executor_id = this_executor_id()
+        self.queue_name = f"baton-{self.executor_id.split(':', 3)[3].replace(':', '-')}-{next(_launches)}"
+        # Per run: the store it lives in and what prepares an execution when the process holds none.
+        self._stores: dict[str, Store] = {}
+        self._adopters: dict[str, Adopt] = {}
+        self._pending: dict[str, Execute] = {}
+        self._results: dict[str, asyncio.Future[RunOutcome]] = {}
+        self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._workflows: dict[str, str] = {}  # run id → the workflow id of its current attempt
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._local: set[asyncio.Task[None]] = set()
+        self._queue: Any = None
+
+    # Launch and shutdown.
+
+    def launch(self) -> None:
+        """``DBOS.launch()`` — call from a coroutine on the running loop (async workflows run on it)."""
+        self._heartbeat = asyncio.create_task(self._beat(), name="baton-heartbeat")
+        if not self.durable:
+            return
+        if self.sys_db_url.startswith("sqlite:///"):
+            _sqlite_wal(Path(self.sys_db_url.removeprefix("sqlite:///")))
+        config: DBOSConfig = {
+            "name": APP_NAME,
+            "system_database_url": self.sys_db_url,
+            "application_version": APPLICATION_VERSION,
+            "executor_id": self.executor_id,
+            "log_level": "WARNING",
+        }
+        if self.sys_db_url.startswith("sqlite:"):
+            config["sys_db_pool_size"] = 2
+        dbos = DBOS(config=config)
+        DBOS.listen_queues([])  # no database-backed queue: only this process's own, below
+        # A queue only this process polls, registered before launch so its worker starts at once
+        # (a database-backed queue is discovered up to a second later). Pinned DBOS: private API.
+        self._queue = dbos._registry._register_internal_queue(
+            self.queue_name, worker_concurrency=self.concurrency, polling_interval_sec=QUEUE_POLL_SECONDS
+        )
+        DBOS.launch()
+
+    async def shutdown(self) -> None:
+        """Stop what still executes here, let DBOS record it, and destroy DBOS."""
+        await self.cancel_queued(frozenset(self._pending))
+        self.abort()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(BaseException):
+                await self._heartbeat
+        for local in list(self._local):
+            with contextlib.suppress(BaseException):
+                await local
+        if not self.durable:
+            return
+        # The workflows record their ends on DBOS's thread pool: give them a moment.
+        dbos = _dbos_instance()
+        for _ in range(200):
+            if dbos is None or not dbos._active_workflows_set.activeList():
+                break
+            await asyncio.sleep(0.01)
+        for future in self._results.values():
+            if not future.done():
+                future.cancel()
+        with contextlib.suppress(Exception):
+            if dbos is not None:
+                dbos._registry.internal_queue_map.pop(self.queue_name, None)
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+        # DBOS made its thread pool the loop's default executor and has shut it down: let the
+        # loop make a new one, or every later asyncio.to_thread on this loop fails.
+        loop = asyncio.get_running_loop()
+        if getattr(loop, "_default_executor", None) is not None:
+            loop._default_executor = None  # type: ignore[attr-defined]
+
+    # Runs.
+
+    @property
+    def executing(self) -> frozenset[str]:
+        """Runs queued or executing in this process."""
+        return frozenset(run_id for run_id, future in self._results.items() if not future.done())
+
+    @property
+    def running(self) -> int:
+        """How many runs execute here now (the queue's limit counts these)."""
+        return sum(1 for task in self._tasks.values() if not task.done())
+
+    def store_of(self, run_id: str) -> Store:
+        return self._stores[run_id]
+
+    async def wait_idle(self) -> None:
+        """Until no run is queued or executing here."""
+        while pending := [future for future in self._results.values() if not future.done()]:
+            await asyncio.wait(pending)
+
+    async def submit(
+        self, run_id: str, execute: Execute, *, store: Store, adopt: Adopt, attempt: int = 1
+    ) -> asyncio.Future[RunOutcome]:
+        """Queue the run's execution as a new workflow attempt; the future resolves with its outcome."""
+        future: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+        self._pending[run_id] = execute
+        self._results[run_id] = future
+        self._stores[run_id] = store
+        self._adopters[run_id] = adopt
+        await store.update_run(run_id, executor_id=self.executor_id, heartbeat_at=utc_timestamp())
+        workflow_id = f"{run_id}:{attempt}"
+        self._workflows[run_id] = workflow_id
+        if not self.durable:
+            self._local.add(asyncio.create_task(self._execute_locally(run_id), name=f"baton-local-{run_id}"))
+            return future
+        with SetWorkflowID(workflow_id):
+            await self._queue.enqueue_async(_run_workflow, run_id)
+        return future
+
+    async def _execute_locally(self, run_id: str) -> None:
+        async with self._slots:
+            if run_id in self._pending:
+                await self.execute(run_id)
+
+    async def next_attempt(self, run_id: str) -> int:
+        """The attempt number of a run taken over; earlier attempts left by dead executors are cancelled."""
+        if not self.durable:
+            return 1
+        earlier = await DBOS.list_workflows_async(workflow_id_prefix=f"{run_id}:", load_input=False, load_output=False)
+        for status in earlier:
+            if status.status in ("PENDING", "ENQUEUED") and status.executor_id != self.executor_id:
+                # Its executor is dead (the run was claimed from it): nothing must recover it.
+                await DBOS.cancel_workflow_async(status.workflow_id)
+        attempts = [int(s.workflow_id.rsplit(":", 1)[1]) for s in earlier if s.workflow_id.rsplit(":", 1)[1].isdigit()]
+        return max(attempts, default=0) + 1
+
+    async def execute(self, run_id: str) -> RunOutcome:
+        """The step's body: the prepared execution, or one prepared now (a workflow continuing a parked run)."""
+        execute = self._pending.pop(run_id, None)
+        try:
+            if execute is None:
+                execute = await self._adopters[run_id](run_id)
+        except BatonError as exc:
+            outcome = RunOutcome(run_id, "failed", code=exc.code, message=exc.message)
+            self._resolve(run_id, outcome)
+            return outcome
+        await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
+        task = asyncio.ensure_future(execute())
+        self._tasks[run_id] = task
+        await asyncio.wait({task})
+        self._tasks.pop(run_id, None)
+        if task.cancelled():  # this process is closing: the execution recorded the run as cancelled
+            outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+        else:
+            outcome = task.result()
+        self._resolve(run_id, outcome)
+        return outcome
+
+    def abort(self, run_ids: frozenset[str] | None = None) -> None:
+        """Cancel executions here (the runs end ``cancelled``) and drop runs still queued."""
+        for run_id, task in list(self._tasks.items()):
+            if run_ids is None or run_id in run_ids:
+                task.cancel()
+        for run_id in list(self._pending):
+            if run_ids is None or run_id in run_ids:
+                self._pending.pop(run_id)
+                future = self._results.get(run_id)
+                if future is not None and not future.done():
+                    future.cancel()
+
+    async def cancel_queued(self, run_ids: frozenset[str]) -> None:
+        """Runs of ``run_ids`` still waiting for a slot never start: ``cancelled`` (``not_started``)."""
+        for run_id in [queued for queued in self._pending if queued in run_ids]:
+            self._pending.pop(run_id, None)
+            future = self._results.get(run_id)
+            if future is not None and not future.done():
+                future.cancel()
+            with contextlib.suppress(Exception):
+                await self._stores[run_id].update_run(
+                    run_id, status="cancelled", status_reason="not_started", finished_at=utc_timestamp()
+                )
+            if self.durable:
+                with contextlib.suppress(Exception):
+                    await DBOS.cancel_workflow_async(self._workflows[run_id])
+
+    def _resolve(self, run_id: str, outcome: RunOutcome) -> None:
+        future = self._results.get(run_id)
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    async def _beat(self) -> None:
+        """Keep ``heartbeat_at`` fresh on the runs executing here (how a remote executor is judged alive)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            for run_id in list(self._tasks):
+                with contextlib.suppress(Exception):
+                    await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
+
+
+def _dbos_instance() -> Any:
+    from dbos import _dbos
+
+    return _dbos._dbos_global_instance
+
+
+def _sqlite_wal(path: Path) -> None:
+    """DBOS leaves its SQLite file in rollback-journal mode; baton switches it to WAL before launch."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
+
+
+def current() -> DurableRuntime:
+    """The runtime launched in this process."""
+    if _active is None:
+        raise RuntimeError("DBOS is not launched in this process")
+    return _active
+
+
+async def acquire(settings: Settings, concurrency: int) -> DurableRuntime:
+    """DBOS for this process, launched on first use (one per process: DBOS is a singleton)."""
+    global _active, _users
+    url = system_database_url(settings)  # nothing below awaits: two callers cannot both launch
+    if _active is not None:
+        if _active.sys_db_url != url:
+            local = DurableRuntime(settings, concurrency, url, durable=False)
+            local.launch()
+            return local
+        _users += 1
+        return _active
+    runtime = DurableRuntime(settings, concurrency, url)
+    logging.getLogger("dbos").setLevel(logging.WARNING)
+    runtime.launch()
+    _active, _users = runtime, 1
+    return runtime
+
+
+async def release(runtime: DurableRuntime) -> None:
+    """Let go of DBOS; the last user shuts it down."""
+    global _active, _users
+    if runtime is not _active:
+        if not runtime.durable:
+            await runtime.shutdown()
+        return
+    _users -= 1
+    if _users > 0:
+        return
+    try:
+        await runtime.shutdown()
+    finally:
+        _active = None
