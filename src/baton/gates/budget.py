@@ -40,6 +40,7 @@ __all__ = [
 # Claude's result subtypes that mean "a limit it was given stopped the turn".
 LIMIT_SUBTYPES = {"error_max_budget_usd": "usd", "error_max_turns": "turns"}
 _FIELDS = ("usd", "turns", "seconds")
+_FLAGS = {"usd": "--budget-usd", "turns": "--max-turns", "seconds": "--max-seconds"}
 _LEAST_USD = 0.000001
 
 
@@ -62,7 +63,11 @@ class Budget:
         values = {name: _positive(name, data.get(name)) for name in _FIELDS}
         turns = values["turns"]
         if turns is not None and turns != int(turns):
-            raise UsageError("invalid_argument", "budget.turns must be a whole number")
+            raise UsageError(
+                "invalid_argument",
+                "budget.turns (--max-turns) must be a whole number",
+                details={"field": "budget.turns"},
+            )
         return cls(values["usd"], None if turns is None else int(turns), values["seconds"])
 
     def to_json(self) -> dict[str, Any]:
@@ -192,7 +197,11 @@ def _positive(name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise UsageError("invalid_argument", f"budget.{name} must be a positive number")
+        raise UsageError(
+            "invalid_argument",
+            f"budget.{name} ({_FLAGS[name]}) must be a positive number",
+            details={"field": f"budget.{name}"},
+        )
     return float(value)
 
 
