@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -105,7 +105,9 @@ class _Session:
     accepting: bool = False  # the handle's run takes the next prompt through its inbox
     turns: asyncio.Queue[_Turn] | None = None  # the handle's turn ends and its end, from the log
     forwarding: asyncio.Task[None] | None = None
+    taken: set[int] = field(default_factory=set)  # inbox ids of the messages the run took (``_baton/inbox``)
     busy: bool = False  # a prompt is being answered
+    cancelled: bool = False  # the editor cancelled the prompt being answered
 
 
 def _baton_version() -> str:
@@ -227,7 +229,7 @@ class BatonAcpAgent:
         if session.busy:
             raise _request_error(RefusedError("run_active", "a prompt is already running"))
         text = "\n".join(str(block.text) for block in prompt if getattr(block, "type", None) == "text")
-        session.busy = True
+        session.busy, session.cancelled = True, False
         try:
             return await self._prompt(session, text)
         finally:
@@ -237,23 +239,27 @@ class BatonAcpAgent:
         handle = session.handle
         if handle is not None and session.accepting and session.turns is not None:
             try:
-                await handle.send(text)
+                inbox_id: int | None = await handle.send(text)
             except BatonError:
-                pass  # the run ended meanwhile: continue it below
-            else:
+                inbox_id = None  # the run ended meanwhile: continue it below
+            if inbox_id is not None:
                 kind, params = await session.turns.get()
                 if kind == "turn":
                     return self._answer(session, handle, params)
-                await self._ended(session, handle, failed_only=True)  # ended before it took the message
-        if handle is not None:
-            await self._ended(session, handle, failed_only=True)
+                # The run ended: during this turn (its failure is the answer), or before it took
+                # the message (idle timeout, a cancel) — then the message continues it below.
+                taken = inbox_id in session.taken
+                outcome = await self._ended(session, handle, failed_only=not taken)
+                if taken or session.cancelled:
+                    return _ended_response(outcome)
+        if session.handle is not None:
+            await self._ended(session, session.handle, failed_only=True)
         handle = await self._continue(session, text)
         assert session.turns is not None
         kind, params = await session.turns.get()
         if kind == "turn":
             return self._answer(session, handle, params)
-        outcome = await self._ended(session, handle, failed_only=False)
-        return _response(outcome.stop_reason if outcome.status != "cancelled" else "cancelled", outcome.run_id)
+        return _ended_response(await self._ended(session, handle, failed_only=False))
 
     async def _continue(self, session: _Session, text: str) -> RunHandle:
         """Start the session's run, or continue its newest one, with ``text`` as the first turn."""
@@ -285,7 +291,7 @@ class BatonAcpAgent:
         except BatonError as exc:
             raise _request_error(exc) from exc
         session.handle, session.last_run, session.accepting = handle, handle.run_id, True
-        session.turns = asyncio.Queue()
+        session.turns, session.taken = asyncio.Queue(), set()
         session.forwarding = asyncio.create_task(self._forward(session, handle.run_id, after, session.turns))
         return handle
 
@@ -311,6 +317,7 @@ class BatonAcpAgent:
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self._sessions.get(session_id)
         if session is not None and session.handle is not None and session.busy:
+            session.cancelled = True
             session.handle.cancel()
 
     async def aclose(self) -> None:
@@ -343,6 +350,9 @@ class BatonAcpAgent:
                 params = entry["payload"].get("params") or {}
                 if entry["method"] == "_baton/turn_complete":
                     turns.put_nowait(("turn", params))
+                    continue
+                if entry["method"] == "_baton/inbox" and isinstance(params.get("id"), int):
+                    session.taken.add(params["id"])
                     continue
                 if entry["method"] != "session/update" or entry["direction"] != "from_agent":
                     continue
@@ -392,6 +402,10 @@ def _workspace(cwd: str) -> Path:
         error = {"code": "invalid_argument", "message": f"cwd {cwd} is not an absolute path to a directory"}
         raise RequestError.invalid_params(error)
     return path.resolve()
+
+
+def _ended_response(outcome: RunOutcome) -> PromptResponse:
+    return _response("cancelled" if outcome.status == "cancelled" else outcome.stop_reason, outcome.run_id)
 
 
 def _response(stop_reason: str | None, run_id: str) -> PromptResponse:
