@@ -27,7 +27,8 @@ def acp_command(
     allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
     deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
 ) -> None:
-    """Speak ACP on stdin/stdout as an agent; every prompt is a baton run (log, policy, events).
+    """Speak ACP on stdin/stdout as an agent; an editor session is one interactive baton run whose
+    turns are the prompts (log, policy, events), and can be loaded or resumed by a later process.
 
     Permissions the policy says to ask about are asked of the editor. stdout carries only ACP.
     """
