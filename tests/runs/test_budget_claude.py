@@ -105,3 +105,23 @@ async def test_a_denied_budget_gate_ends_the_run_as_budget_exhausted(settings: S
     [resolved] = params_of(entries, "_baton/gate_resolved")
     assert resolved["gate_id"] == gate.id and resolved["decision"] == "deny" and resolved["reason"] == "too expensive"
     assert len(server.requests) == requests  # no further turn
+
+
+async def test_a_seconds_budget_counts_the_turns_time(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "write-and-run") as (configured, _):
+        async with Baton(configured) as baton:
+            spec = RunSpec(
+                prompt="go", repo=repo, permission_mode="acceptEdits", allow=("Bash(echo:*)",), budget_seconds=0.01
+            )
+            handle = await baton.start(spec)
+            parked = await handle.wait(through_parks=False)
+            ledger = GateLedger(baton.store)
+            [gate] = await ledger.list(run_id=handle.run_id)
+            await ledger.decide(gate.id, {"decision": "continue", "budget": {"seconds": 3600}}, decided_by="test")
+            assert await handle.continue_parked(parked) is None
+            outcome = await handle.wait()
+            record = await baton.store.get_run(handle.run_id)
+    assert parked.status == "paused" and gate.input is not None
+    assert gate.input["limits"] == ["seconds"] and gate.input["spent"]["seconds"] > 0.01
+    assert outcome.status == "finished", outcome
+    assert (record.budget_seconds, record.budget_usd, record.budget_turns) == (3600, None, None)
