@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +19,10 @@ from tests.cli._baton_cli import BatonCLI, Invocation, Started, invoke_in_proces
 from tests.server._server import SseReader, make_key_pair, sign, wait_until
 
 from baton.cli.agent_server import read_task_file
+from baton.config import Settings
 from baton.errors import UsageError
+from baton.gates.ledger import GateLedger
+from baton.store import Store
 from baton.testing import ScriptedModelServer
 from baton.testing._scenario import Scenario
 
@@ -93,7 +98,9 @@ def finish(started: Started, timeout: float = 60) -> tuple[int, str]:
     try:
         _, rest = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pytest.fail("baton agent-server did not exit")
+        process.terminate()
+        _, rest = process.communicate(timeout=30)
+        pytest.fail(f"baton agent-server did not exit:\n{rest}")
     return process.returncode, rest
 
 
@@ -169,6 +176,42 @@ def test_interactive_takes_two_messages_then_a_cancel_and_exits_5(tmp_path: Path
     taken = [m.data["payload"]["params"]["kind"] for m in acp.messages if m.data["method"] == "_baton/inbox"]
     assert taken == ["user_message", "user_message", "cancel"]
     assert token not in json.dumps([m.data for m in acp.messages])
+
+
+@pytest.mark.parametrize("grace", ["30", "0.5"], ids=["waiting", "parked"])
+def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_process(
+    tmp_path: Path, repo: Path, grace: str
+) -> None:
+    """The gate is decided through the ledger from this (another) process; the run then finishes."""
+    home = tmp_path / "home"
+    env = {"BATON_GATE_GRACE_SECONDS": grace}
+    with agent_server(home, "gate-park", "--repo", str(repo), "--prompt", "touch it", env=env) as running:
+        started, url, _ = running
+        token = (home / "api-token").read_text().strip()
+        watcher = Watcher(url + "/events", {"Authorization": f"Bearer {token}"})
+        wait_until(lambda: "gate.opened" in watcher.types(), 60, "the gate")
+        opened = watcher.messages[watcher.types().index("gate.opened")].data["data"]
+        wait_until(lambda: httpx.get(url + "/health").json()["run_status"] == "paused", 30, "the run to pause")
+        if grace != "30":
+            time.sleep(float(grace) + 1)  # past the grace period: the run parks, the process stays
+        assert started[1].poll() is None
+
+        async def approve() -> None:
+            store = Store.open(Settings.load({"BATON_HOME": str(home)}).resolved_database_url)
+            async with store:
+                body = {
+                    "decision": "approve",
+                    "bound_call_id": opened["bound_call_id"],
+                    "bound_input_hash": opened["bound_input_hash"],
+                }
+                await GateLedger(store).decide(opened["gate_id"], body, decided_by="reviewer")
+
+        asyncio.run(approve())
+        code, stderr = finish(started, 90)
+        watcher.join()
+    assert code == 0, stderr
+    assert "gate.resolved" in watcher.types() and watcher.types()[-1] == "task.finished"
+    assert (repo / "approved.txt").exists()
 
 
 def test_refusals_before_listening(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path) -> None:
