@@ -178,7 +178,7 @@ def test_interactive_takes_two_messages_then_a_cancel_and_exits_5(tmp_path: Path
     assert token not in json.dumps([m.data for m in acp.messages])
 
 
-@pytest.mark.parametrize("grace", ["30", "0.5"], ids=["waiting", "parked"])
+@pytest.mark.parametrize("grace", ["30", pytest.param("0.5", marks=pytest.mark.slow)], ids=["waiting", "parked"])
 def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_process(
     tmp_path: Path, repo: Path, grace: str
 ) -> None:
