@@ -195,11 +195,10 @@ def test_run_level_shortcut_and_two_processes_at_once(baton: BatonCLI, gates: Ga
     run_id = gates.run()
     first = gates.tool(run_id, "make")
     gates.open(run_id, "plan_review", summary="plan", plan="p")
-    ambiguous, by_kind, none_left = baton.many(
-        ("deny", run_id, "--json"), ("approve", run_id, "--json"), ("continue", run_id)
-    )
-    assert "gate_ids" in json.loads(ambiguous.stderr)["error"]["details"]
+    ambiguous = baton("deny", run_id, "--json")  # first, alone: two gates of some kind are pending
     refused(ambiguous, "gate_ambiguous", as_json=True)
+    assert "gate_ids" in json.loads(ambiguous.stderr)["error"]["details"]
+    by_kind, none_left = baton.many(("approve", run_id, "--json"), ("continue", run_id))
     assert by_kind.returncode == 0 and json.loads(by_kind.stdout)["id"] == first.id, by_kind.describe()
     assert none_left.returncode == 1 and "gate_not_found" in none_left.stderr
 
