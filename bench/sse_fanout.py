@@ -1,8 +1,9 @@
 """Fan-out: one run writing 100 log entries a second to 200 SSE clients in another process.
 
 The production path: ``baton serve``'s application under uvicorn on loopback, the run's
-entries appended to the server's own ``SessionLog`` (as an agent's would be), clients on
-``GET /v1/runs/{id}/events?view=acp`` in a separate process (``bench._sse_clients``).
+entries appended to the server's own ``SessionLog`` (as an agent's would be; each one is one
+runner event), clients on ``GET /v1/runs/{id}/events`` (``view=events``, the default: one
+shared projection per run) in a separate process (``bench._sse_clients``).
 
 - ``sse_fanout_p50_ms`` / ``sse_fanout_p99_ms``: delivery latency, from the entry's ``ts``
   (stamped when it is appended, before the group commit) to its arrival at a client;
@@ -14,6 +15,8 @@ entries appended to the server's own ``SessionLog`` (as an agent's would be), cl
 - ``sse_fanout_kb_per_client``: resident memory of the baton process per connected client.
 - ``sse_fanout_cpu_pct_per_client``: the same, per connected client.
 - ``sse_fanout_client_cpu_pct``: CPU of the clients' process, to tell which side limits.
+- ``sse_fanout_acp_p50_ms`` / ``sse_fanout_acp_p99_ms``: the same latencies on ``view=acp``
+  (log entries, no projection).
 - ``sse_fanout_max_deliveries_per_s``: the highest sustainable delivery rate: the entry rate
   is doubled from 200/s (each level a fresh server, 3 s, the same 200 clients) while every
   frame arrives, in order, at ≥ 90 % of the offered rate (rate × clients); the deliveries/s of
@@ -51,6 +54,8 @@ METRICS = (
     "sse_fanout_cpu_pct_per_client",
     "sse_fanout_client_cpu_pct",
     "sse_fanout_max_deliveries_per_s",
+    "sse_fanout_acp_p50_ms",
+    "sse_fanout_acp_p99_ms",
 )
 CLIENTS = 200
 RATE = 100  # entries a second
@@ -78,7 +83,7 @@ async def _write(state: Any, run_id: str, count: int, rate: int) -> None:
     await log.flush()
 
 
-def _measure(home: Path, rate: int = RATE, seconds: float = SECONDS) -> dict[str, float]:
+def _measure(home: Path, rate: int = RATE, seconds: float = SECONDS, view: str = "events") -> dict[str, float]:
     settings = Settings.load({"BATON_HOME": str(home)})
     config = ServerConfig(sse_max_per_run=CLIENTS + 10, sse_max_per_token=CLIENTS + 10)
     app = create_app(settings, config)
@@ -102,7 +107,7 @@ def _measure(home: Path, rate: int = RATE, seconds: float = SECONDS) -> dict[str
         on_loop(open_run())
         count = int(rate * seconds)
         token = (home / "api-token").read_text().strip()
-        url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{record.id}/events?view=acp"
+        url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{record.id}/events?view={view}"
         rss_before = _rss_kb()
         clients = subprocess.Popen(
             [sys.executable, "-m", "bench._sse_clients", url, token, str(CLIENTS), str(count)],
@@ -154,6 +159,8 @@ def _sustainable() -> float:
 def run() -> dict[str, Metric]:
     with tempfile.TemporaryDirectory() as tmp:
         measured = _measure(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        acp = _measure(Path(tmp), view="acp")
     sustainable = _sustainable()
 
     def metric(value: float, unit: str, target: float, better: str = "lower") -> Metric:
@@ -169,4 +176,6 @@ def run() -> dict[str, Metric]:
         "sse_fanout_cpu_pct_per_client": metric(measured["cpu"] / CLIENTS, "% core", 0.5),
         "sse_fanout_client_cpu_pct": metric(measured["client_cpu"], "% core", 100.0),
         "sse_fanout_max_deliveries_per_s": metric(sustainable, "frames/s", 20_000.0, "higher"),
+        "sse_fanout_acp_p50_ms": metric(acp["p50"], "ms", 50.0),
+        "sse_fanout_acp_p99_ms": metric(acp["p99"], "ms", P99_TARGET_MS),
     }

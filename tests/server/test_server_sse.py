@@ -110,6 +110,33 @@ async def test_live_events_then_the_end_and_resume_from_any_id(server: RunningSe
     assert server.streams.open == 0
 
 
+async def test_the_streams_of_a_run_share_one_projection_of_its_log(server: RunningServer) -> None:
+    run = FakeRun(server)
+    run.say("before anyone watched", count=3)
+    projections = server.state.projections
+    started = projections.started
+    async with httpx.AsyncClient(timeout=30) as client:
+        url = events_url(server, run.id)
+        readers = [
+            asyncio.create_task(read_stream(client, url, server.headers() | {"Last-Event-ID": str(after)}))
+            for after in (0, 0, 2, 4, 5)
+        ]
+        await asyncio.to_thread(wait_until, lambda: server.streams.open == 5, 10, "the streams")
+        assert projections.active == 1 and projections.started == started + 1  # one for all five
+        for index in range(30):
+            await asyncio.to_thread(run.say, f"live {index}")
+        await asyncio.to_thread(run.finish)
+        received = await asyncio.wait_for(asyncio.gather(*readers), 20)
+    expected = [(e["seq"], e["type"], e) for e in project(run.entries())]
+    for after, messages in zip((0, 0, 2, 4, 5), received, strict=True):
+        assert [(m.id, m.event, m.data) for m in messages] == expected[after:]
+    await asyncio.to_thread(wait_until, lambda: projections.active == 0, 10, "the projection to be dropped")
+    async with httpx.AsyncClient(timeout=30) as client:  # a later stream projects the stored log again
+        again = await read_stream(client, events_url(server, run.id, "?after=1"), server.headers())
+    assert [(m.id, m.event, m.data) for m in again] == expected[1:]
+    assert projections.started == started + 2 and projections.active == 0
+
+
 async def test_heartbeats_keep_an_idle_stream_alive_and_a_leaving_client_ends_it(server: RunningServer) -> None:
     run = FakeRun(server)
     reader = SseReader()

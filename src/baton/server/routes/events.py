@@ -20,7 +20,6 @@ from starlette.types import Receive, Scope, Send
 
 from baton.errors import UsageError
 from baton.events.entry import LogEntry
-from baton.events.project import Projector
 from baton.server.auth import Principal
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
 from baton.server.sse import EventStream, Frame
@@ -110,17 +109,9 @@ async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGen
             yield Frame(entry["seq"], frames.frame(run_id, "acp", entry["seq"], "entry", entry))
 
 
-async def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
-    # Event seqs are a fold over the whole log: project from its start, send what follows `after`.
-    projector = Projector(run_id)
-    frames = state.frames
-    async with aclosing(run_entries(state, run_id, 0)) as entries:
-        async for entry in entries:
-            for event in projector.feed(entry):
-                if event["seq"] > after:
-                    yield Frame(event["seq"], frames.frame(run_id, "events", event["seq"], event["type"], event))
-            if projector.ended:
-                return
+def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+    # Event seqs are a fold over the whole log: one projection per run, shared by its streams.
+    return state.projections.events(run_id, after, lambda run, start: run_entries(state, run, start))
 
 
 async def run_entries(state: ServerState, run_id: str, after: int) -> AsyncGenerator[LogEntry, None]:
