@@ -303,9 +303,15 @@ class GateLedger:
         )
         if run_id is not None:
             query = query.where(runs.c.id == run_id)
+        # Looked for without the write lock (listing gates calls this every time); the UPDATE
+        # re-checks "pending", so a gate decided in between stays decided.
+        with self._engine.connect().execution_options(**READ_ONLY) as connection:
+            due = connection.execute(query).all()
+        if not due:
+            return []
         expired = []
         with self._engine.begin() as connection:
-            for row in connection.execute(query).all():
+            for row in due:
                 if self._expire(connection, row.run_key, row.run_id, row.id, now):
                     expired.append(row.id)
         return [self._get(gate_id) for gate_id in expired]
