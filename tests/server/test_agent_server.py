@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import threading
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.cli._baton_cli import BatonCLI, Invocation, Started, invoke_in_process
-from tests.server._server import SseReader, make_key_pair, sign, wait_until
+from tests.server._server import SseReader, make_key_pair, running_server, sign, wait_until
 
 from baton.cli.agent_server import read_task_file
 from baton.config import Settings
@@ -25,6 +26,7 @@ from baton.gates.ledger import GateLedger
 from baton.store import Store
 from baton.testing import ScriptedModelServer
 from baton.testing._scenario import Scenario
+from baton.testing.postgres import TemporaryPostgres
 
 pytestmark = pytest.mark.claude
 
@@ -212,6 +214,32 @@ def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_proc
     assert code == 0, stderr
     assert "gate.resolved" in watcher.types() and watcher.types()[-1] == "task.finished"
     assert (repo / "approved.txt").exists()
+
+
+def test_with_a_shared_postgres_baton_serve_sees_and_streams_the_sandboxed_run(
+    tmp_path: Path, repo: Path, postgres_server: TemporaryPostgres
+) -> None:
+    """The run executes in the agent-server; another BATON_HOME's `baton serve` on the same database streams it."""
+    database = postgres_server.create_database()
+    env = {"BATON_DATABASE_URL": database}
+    args = ("--repo", str(repo), "--prompt", "write it", "--mode", "acceptEdits", "--run-id", "run_shared0001")
+    serve_settings = Settings.load(
+        {"BATON_HOME": str(tmp_path / "serve-home"), "BATON_DATABASE_URL": database, "PATH": os.environ["PATH"]}
+    )
+    with (
+        agent_server(tmp_path / "sandbox-home", SLOW_WRITE, *args, env=env) as (started, _, run_id),
+        running_server(serve_settings) as server,
+    ):
+        headers = server.headers()
+        run = httpx.get(f"{server.base_url}/v1/runs/{run_id}", headers=headers).json()
+        assert run["id"] == run_id and run["repo"] == str(repo.resolve())
+        watcher = Watcher(f"{server.base_url}/v1/runs/{run_id}/events", headers)
+        watcher.join()
+        code, stderr = finish(started)
+    assert code == 0, stderr
+    assert watcher.types()[0] == "task.started" and watcher.types()[-1] == "task.finished"
+    assert "file.changed" in watcher.types()
+    assert (repo / "out.txt").exists()
 
 
 def test_refusals_before_listening(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path) -> None:
