@@ -216,6 +216,7 @@ def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_proc
     assert (repo / "approved.txt").exists()
 
 
+@pytest.mark.slow
 def test_with_a_shared_postgres_baton_serve_sees_and_streams_the_sandboxed_run(
     tmp_path: Path, repo: Path, postgres_server: TemporaryPostgres
 ) -> None:
