@@ -263,20 +263,22 @@ class GateLedger:
     def _decide(self, gate: GateRecord, decision: dict[str, Any], decided_by: str) -> GateRecord:
         now = utc_timestamp()
         status = _RESOLVED_STATUS[decision["decision"]]
+        overdue = gate.expires_at is not None and gate.expires_at <= now
         with self._engine.begin() as connection:
-            run_key = run_key_of(connection, gate.run_id)
-            if gate.expires_at is not None and gate.expires_at <= now:
-                # A timeout is never an approval: an overdue gate is expired first.
-                self._expire(connection, run_key, gate.run_id, gate.id, now)
-            changed = connection.execute(
+            if overdue:  # a timeout is never an approval: an overdue gate is expired first
+                self._expire(connection, run_key_of(connection, gate.run_id), gate.run_id, gate.id, now)
+            row = connection.execute(
                 update(gates)
                 .where(gates.c.id == gate.id, gates.c.status == "pending")
                 .values(status=status, decision=decision, decided_by=decided_by, decided_at=now)
-            ).rowcount
-            if changed:
-                _wake(connection, run_key, gate.run_id, gate.id)
+                .returning(gates.c.run_key, *_COLUMNS)
+            ).one_or_none()
+            if row is not None:
+                _wake(connection, row.run_key, gate.run_id, gate.id)
+        if row is not None:
+            return _record(row._asdict(), gate.run_id)
         recorded = self._get(gate.id)
-        if changed or (recorded.status == status and same_decision(recorded.decision, decision)):
+        if recorded.status == status and same_decision(recorded.decision, decision):
             return recorded
         raise GateError(
             "gate_not_pending",
