@@ -22,6 +22,7 @@ from tests.server._server import RunningServer, SseReader, read_stream, running_
 from baton.config import Settings
 from baton.events.entry import Direction
 from baton.events.project import project
+from baton.gates.ledger import GateLedger
 from baton.runs import Baton
 from baton.server import ServerConfig
 from baton.server.sse import FrameCache
@@ -257,6 +258,34 @@ async def test_open_streams_and_commands_are_limited_per_caller(settings: Settin
         assert answers[2].json()["error"]["code"] == "rate_limited"
         assert int(answers[2].headers["retry-after"]) >= 1
         run.finish()
+
+
+async def test_streams_per_run_and_gate_decisions_are_limited(settings: Settings) -> None:
+    config = ServerConfig(sse_max_per_run=1, decisions_per_minute=2)
+    with running_server(settings, config) as server:
+        run, other = FakeRun(server), FakeRun(server)
+
+        async def open_gate() -> str:
+            gate, _ = await GateLedger(server.baton.store).open(
+                run.id, "tool", summary="Bash: ls", tool_name="Bash", bound_call_id="c1", bound_input_hash="h1"
+            )
+            return gate.id
+
+        gate_id = server.call(open_gate)
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30, headers=server.headers()) as client:
+            async with client.stream("GET", events_url(server, run.id)) as first:
+                assert first.status_code == 200
+                second = await client.get(events_url(server, run.id, "?view=acp"))
+                assert second.status_code == 429 and second.json()["error"]["code"] == "sse_limit"
+                assert run.id in second.json()["error"]["message"]
+                async with client.stream("GET", events_url(server, other.id)) as elsewhere:
+                    assert elsewhere.status_code == 200  # the limit is per run
+            deny = {"decision": "deny", "reason": "no", "bound_call_id": "c1", "bound_input_hash": "h1"}
+            answers = [await client.post(f"/v1/gates/{gate_id}/decide", json=deny) for _ in range(3)]
+        assert [answer.status_code for answer in answers] == [200, 200, 429]  # the second: the same decision
+        assert answers[2].json()["error"]["code"] == "rate_limited"
+        run.finish()
+        other.finish()
 
 
 async def test_reconnecting_at_random_points_while_the_run_writes_loses_and_repeats_nothing(
