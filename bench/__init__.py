@@ -25,6 +25,7 @@ MODULES: dict[str, str] = {
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",
     "subprocess_acp": "bench.subprocess_acp",
+    "workflows": "bench.workflows",
 }
 
 

@@ -57,6 +57,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+        from baton.runs.adoption import Adopter
 
         async with Baton(settings) as runner:
             if local_token is not None:
@@ -72,10 +73,13 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
                 RateLimiter(config.commands_per_minute),
                 RateLimiter(config.decisions_per_minute),
             )
+            # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md).
+            adopting = asyncio.create_task(Adopter(runner).run(draining), name="baton-adopter")
             try:
                 yield
             finally:
                 draining.set()
+                await adopting
 
     app = FastAPI(
         title="baton",

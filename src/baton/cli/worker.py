@@ -1,0 +1,72 @@
+"""``baton worker [--concurrency N]``: execute runs adopted from dead executors (docs/runs.md "Workers")."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Annotated
+
+import typer
+
+from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.config import Settings
+from baton.errors import BatonError
+
+__all__ = ["worker_command"]
+
+
+@app.command("worker")
+def worker_command(
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, help="Runs executing at once (default BATON_CONCURRENCY, 2)."),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.05, help="Seconds between two scans for adoptable runs.")
+    ] = 1.0,
+) -> None:
+    """Adopt and execute runs whose process died and which have work (an inbox message, a decided gate).
+
+    SIGTERM or SIGINT stops adopting and waits for the runs executing here; a second one cancels them.
+    """
+    try:
+        code = asyncio.run(_work(Settings.load(), concurrency, interval))
+    except BatonError as exc:
+        code = report_error(exc, False)
+    raise typer.Exit(code)
+
+
+async def _work(settings: Settings, concurrency: int | None, interval: float) -> int:
+    from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+    from baton.runs.adoption import Adopter
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    async with Baton(settings, concurrency=concurrency) as baton:
+        runtime = await baton.runtime()  # an executing process: DBOS launches now
+
+        def on_signal() -> None:
+            if stop.is_set():  # the second signal: cancel what still executes
+                runtime.abort(runtime.executing)
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal)
+        sys.stderr.write(
+            f"baton worker: executor {runtime.executor_id}, concurrency {baton.concurrency}, "
+            f"scanning every {interval:g} s\n"
+        )
+        sys.stderr.flush()
+        try:
+            await Adopter(baton, interval=interval).run(stop)
+            if runtime.executing:  # drain: the runs adopted here end here
+                sys.stderr.write(f"baton worker: stopping; waiting for {len(runtime.executing)} run(s)\n")
+                sys.stderr.flush()
+                await runtime.wait_idle()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+    sys.stderr.write("baton worker: stopped\n")
+    return 0

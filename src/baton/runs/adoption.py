@@ -1,0 +1,105 @@
+"""Adopting runs whose executor died and which have work (DESIGN.md "Runs across processes").
+
+``baton worker`` and ``baton serve`` scan the store every ``interval`` seconds for runs that
+no live process executes (``running``, ``paused`` or ``interrupted`` with a dead executor:
+:func:`~baton.runs.executors.executor_alive`, so a SIGKILLed process's runs qualify at once)
+and that have something to do:
+
+- an inbox command no process has taken (a user message, a cancel, a gate decision), or
+- a ``paused`` run whose gates are all decided (none pending, at least one approved, denied or
+  answered).
+
+Each is continued in this process through ``Baton.resume`` (the continuation prompt; the
+compare-and-set on ``runs.executor_id`` lets one adopter win), while this process executes
+fewer runs than its concurrency limit. A run whose workspace another live run holds is left
+for later (``workspace_busy``). A run with no work stays interrupted until ``baton resume``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from baton.errors import BatonError
+from baton.gates.ledger import GateLedger
+from baton.runs.executors import executor_alive
+from baton.store import Store
+from baton.store.records import RunRecord
+
+if TYPE_CHECKING:
+    from baton.runs.api import Baton
+
+__all__ = ["ADOPTABLE_STATUSES", "Adopter", "has_work"]
+
+ADOPTABLE_STATUSES: Final = ("running", "paused", "interrupted")
+_DECIDED: Final = frozenset({"approved", "denied", "answered"})
+
+
+async def has_work(store: Store, record: RunRecord) -> bool:
+    """Whether the run has something to do: an untaken inbox command, or decided gates and none pending."""
+    if await store.inbox_pending(record.id):
+        return True
+    if record.status != "paused":
+        return False
+    gates = await GateLedger(store).list(run_id=record.id)
+    if any(gate.status == "pending" for gate in gates):
+        return False
+    return any(gate.status in _DECIDED for gate in gates)
+
+
+class Adopter:
+    """Finds adoptable runs and continues them in ``baton``'s process, within its limit."""
+
+    def __init__(self, baton: Baton, *, interval: float = 1.0, report: Callable[[str], None] | None = None) -> None:
+        self._baton = baton
+        self._interval = interval
+        self._report = report or (lambda line: sys.stderr.write(line + "\n"))
+        self.adopted: list[str] = []
+
+    async def candidates(self) -> list[RunRecord]:
+        """Runs with a dead executor and work to do, oldest first."""
+        store = self._baton.store
+        found = []
+        for status in ADOPTABLE_STATUSES:
+            for record in await store.list_runs(status=status):
+                if executor_alive(record.executor_id, record.heartbeat_at):
+                    continue
+                if await has_work(store, record):
+                    found.append(record)
+        found.sort(key=lambda record: record.created_at)
+        return found
+
+    async def scan(self) -> list[str]:
+        """One pass: adopt what fits under the limit; the ids adopted."""
+        candidates = await self.candidates()
+        if not candidates:
+            return []
+        runtime = await self._baton.runtime()  # DBOS launches with the first run adopted
+        adopted = []
+        for record in candidates:
+            if len(runtime.executing) >= self._baton.concurrency:
+                break
+            if record.id in runtime.executing:
+                continue
+            try:
+                handle = await self._baton.resume(record.id)
+            except BatonError as exc:  # another adopter won (run_active), or the workspace is busy
+                self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
+                continue
+            adopted.append(handle.run_id)
+            self.adopted.append(handle.run_id)
+            self._report(f"baton: adopted run {handle.run_id} ({record.status}, executor {record.executor_id} gone)")
+        return adopted
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Scan until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                await self.scan()
+            except BatonError as exc:
+                self._report(f"baton: adoption scan failed: {exc.code}: {exc.message}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._interval)
