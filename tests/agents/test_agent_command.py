@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,8 @@ async def test_a_trusted_agent_command_asking_under_default_is_denied(settings: 
         agent_command=tuple(shlex.split(COMMAND)),
         trust_agent_permissions=True,
     )
-    done = await run_to_end(settings, spec)
+    # What it asks opens a gate like any agent's; nobody decides, so it expires as a denial.
+    done = await run_to_end(replace(settings, gate_expiry_seconds=0.5), spec)
     assert done.outcome.status == "finished", done.outcome
     [(_request, result)] = permission_answers(done.entries)
     assert result["outcome"] == {"outcome": "selected", "optionId": "no"}

@@ -132,11 +132,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     tests_piped = ("Run the tests", "--allow", "Bash(tail:*)")
     arguments: dict[str, tuple[str, ...]] = {
         "written": ("Create hello.txt and run echo hi", *write_and_run),
-        "denied": ("Create approved.txt", "--scenario", "needs-approval"),
+        "denied": ("Create approved.txt", "--scenario", "needs-approval", "--deny", "Bash(touch:*)"),
         "node_pipe": (*tests_piped, "--scenario", "node-test-pipe", "--allow", "Bash(node --test:*)"),
         "pytest_pipe": (*tests_piped, "--scenario", "pytest-pipe", "--allow", "Bash(python3 -m pytest:*)"),
         "overloaded": ("Do step one", "--scenario", "api-error", "--allow", "Bash(echo:*)"),
-        "over_budget": ("Create hello.txt and run echo hi", *write_and_run, "--budget-usd", "0.001"),
+        "over_budget": ("Create hello.txt and run echo hi", *write_and_run, "--budget-usd", "0.001", "--no-wait"),
     }
     clis = {name: BatonCLI(base / "homes" / name) for name in repos}
     if not agent_python_has_pytest(clis["pytest_pipe"].env, base):
@@ -309,7 +309,7 @@ def test_a_denied_tool_is_reported_and_the_agent_carries_on(runs: Runs) -> None:
     (denial,) = [event for event in of_type(events, "message") if event["data"].get("denied")]
     assert denial["data"]["denied"] is True
     assert denial["data"]["tool"] == "Bash"
-    assert "default mode" in denial["data"]["text"]
+    assert "Bash(touch:*)" in denial["data"]["text"]
     (finished_command,) = of_type(events, "command.finished")
     assert finished_command["data"]["command"] == "touch approved.txt"
     assert finished_command["data"]["denied"] is True
@@ -368,20 +368,18 @@ def test_an_overloaded_api_fails_the_run_with_its_events_on_stdout(runs: Runs) -
     assert not of_type(events, "task.finished")
 
 
-def test_a_spent_budget_fails_the_run_with_budget_exhausted(runs: Runs) -> None:
+def test_a_spent_budget_parks_the_run_on_a_resource_limit_gate(runs: Runs) -> None:
     # Each scripted reply costs $0.0008 (100 input, 20 output tokens); write-and-run needs three.
     # Claude Code checks the budget after each reply, so the second one (total $0.0016) ends the
-    # run before its `echo hi` runs: an overshoot of at most one call (DESIGN.md).
+    # turn before its `echo hi` runs: an overshoot of at most one call (DESIGN.md). The run parks on
+    # a resource_limit gate (docs/gates.md); with --no-wait, baton run exits 4.
     run = runs.over_budget.run
-    assert run.returncode == 1, run.describe()
+    assert run.returncode == 4, run.describe()
     no_events_on(run.stderr)
     events = run.json_lines()
-    check_event_stream(events)
-    failed = events[-1]
-    assert failed["type"] == "task.failed"
-    assert failed["data"]["code"] == "budget_exhausted"
-    assert failed["data"]["message"]
-    assert 0.001 <= failed["data"]["total_cost_usd"] <= 0.001 + 0.0008
+    assert events[0]["type"] == "task.started"  # and no end: the run is parked, not ended
+    [opened] = of_type(events, "gate.opened")
+    assert opened["data"]["kind"] == "resource_limit"
     assert (runs.over_budget.repo / "hello.txt").read_text() == "hello from baton\n"  # the first step ran
     assert not of_type(events, "command.finished"), "echo hi must not run once the budget is spent"
-    assert not of_type(events, "task.finished")
+    assert not of_type(events, "task.finished") and not of_type(events, "task.failed")

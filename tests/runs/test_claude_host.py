@@ -93,7 +93,11 @@ async def test_write_and_run_logs_every_message_and_every_decision(settings: Set
         "decision": "allow",
         "reason": "mode:acceptEdits",
         "message": by_tool["Write"]["message"],
+        "bound_call_id": by_tool["Write"]["bound_call_id"],
+        "bound_input_hash": by_tool["Write"]["bound_input_hash"],
+        "tool_name": "Write",
     }
+    assert len(by_tool["Write"]["bound_input_hash"]) == 64
     assert by_tool["Bash"]["decision"] == "allow" and by_tool["Bash"]["reason"] == "rule:Bash(echo:*)"
     methods = [entry["method"] for entry in entries]
     for method in ("initialize", "session/new", "session/prompt", "_baton/agent_session", "_baton/usage"):
@@ -134,12 +138,14 @@ async def test_repository_settings_and_hooks_are_never_loaded(settings: Settings
     }
     hostile = make_git_repo(tmp_path / "hostile", {".claude/settings.json": json.dumps(claude_settings)})
     with scripted(settings, "needs-approval") as (configured, _):
-        outcome, entries = await run_to_end(configured, RunSpec(prompt="go", repo=hostile))
+        # The repository's "allow Bash" is not baton's: the call asks, and its gate expires unanswered.
+        expiring = replace(configured, gate_expiry_seconds=0.5)
+        outcome, entries = await run_to_end(expiring, RunSpec(prompt="go", repo=hostile))
     assert outcome.status == "finished"
     assert not (hostile / "approved.txt").exists()
     assert not (hostile / "hook-ran.txt").exists()
     [answer] = decisions(entries).values()
-    assert answer["decision"] == "deny"
+    assert answer["decision"] == "deny" and answer["reason"] == "timeout"
 
 
 async def test_canary_secret_never_reaches_the_agent_and_the_key_is_redacted(

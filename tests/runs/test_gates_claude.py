@@ -292,3 +292,22 @@ def decide_elsewhere(settings: Settings, gate: GateRecord, body: dict[str, Any])
     subprocess.run(
         [sys.executable, "-c", script, settings.resolved_database_url, gate.id, payload], check=True, timeout=60
     )
+
+
+async def test_an_allow_all_policy_the_agent_writes_gains_it_nothing(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "policy-escape") as (configured, _):
+        async with Baton(configured) as baton:
+            handle = await baton.start(RunSpec(prompt="go", repo=repo, permission_mode="acceptEdits"))
+            written = await next_gate(baton.store, handle.run_id)
+            assert written.tool_name == "Write" and written.input is not None
+            assert written.input["file_path"].endswith(".baton/policy.toml")  # protected: asks in every mode
+            await decide(baton.store, written, decision="approve")
+            command = await next_gate(baton.store, handle.run_id, seen=1)
+            assert command.tool_name == "Bash"  # still asks: the policy is HEAD's, read when the run started
+            await decide(baton.store, command, decision="deny", reason="no")
+            outcome = await handle.wait()
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "finished"
+    assert (repo / ".baton" / "policy.toml").exists() and not (repo / "approved.txt").exists()
+    reasons = [params["reason"] for params in params_of(entries, "_baton/gate_opened")]
+    assert reasons[0].startswith("protected_path:") and reasons[1] == "mode:acceptEdits"

@@ -48,13 +48,13 @@ async def follow_run(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, handle.cancel)
-    seen = after_log_seq
+    seen = 0  # the last event shown (a resumed execution streams on after it)
     try:
         while True:
-            async for event in baton.events(handle.run_id):
-                if event["log_seq"] <= seen:
-                    continue
-                seen = event["log_seq"]
+            async for event in baton.events(handle.run_id, after=seen):
+                if event["log_seq"] <= after_log_seq:
+                    continue  # an earlier execution's (baton resume shows this one's)
+                seen = event["seq"]
                 if json_output:
                     sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
                     sys.stdout.flush()

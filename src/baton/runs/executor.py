@@ -179,6 +179,9 @@ class RunExecution:
         return outcome
 
     async def _finish(self, outcome: RunOutcome, started: float) -> None:
+        if self._gates is not None:
+            with contextlib.suppress(Exception):
+                await self._gates.settle()
         if outcome.status == "paused":
             await self._park(outcome)
             return

@@ -61,6 +61,7 @@ class RunGates:
         self._expiry = expiry_seconds
         self._on_mode = on_mode
         self._session_rules: list[str] = []
+        self._books: asyncio.Task[None] | None = None  # bookkeeping after the last decision
         self.parked: GateRecord | None = None
         self.park_event = asyncio.Event()
 
@@ -103,6 +104,7 @@ class RunGates:
         cancelled: asyncio.Event,
     ) -> GateAnswer:
         call = calls[0]
+        await self.settle()
         if shape is None and not decision.reason.startswith("protected_path:"):
             rule = self._session_rule_for(calls)
             if rule is not None:
@@ -158,10 +160,30 @@ class RunGates:
             self.parked = gate
             self.park_event.set()
             return GateAnswer("park", "parked", "the run parks until the gate is decided", gate_id=gate.id)
-        await self._store.update_run(self._run_id, status="running", status_reason="gate_decided")
+        # Bookkeeping after the answer (the agent goes on at once); every later lookup waits for it.
+        self._later(lambda: self._store.update_run(self._run_id, status="running", status_reason="gate_decided"))
         if decided.status == "approved" and decided.kind == "tool":
-            await self._ledger.mark_used(decided.id, call.tool_call_id)  # never again for another call
+            self._later(lambda: self._ledger.mark_used(decided.id, call.tool_call_id))  # never for another call
         return await self._answer(decided, call)
+
+    def _later(self, work: Callable[[], Awaitable[object]]) -> None:
+        """Run ``work`` after the bookkeeping scheduled before it, off the agent's path."""
+        previous = self._books
+
+        async def chained() -> None:
+            if previous is not None:
+                await previous
+            try:
+                await work()
+            except Exception:  # logged; the gate's decision itself is already recorded
+                _log.exception("bookkeeping after a gate of run %s failed", self._run_id)
+
+        self._books = asyncio.create_task(chained(), name=f"baton-gate-books-{self._run_id}")
+
+    async def settle(self) -> None:
+        """Wait for the bookkeeping after the last decision (the run's status, the approval used)."""
+        if self._books is not None:
+            await asyncio.shield(self._books)
 
     async def _answer(self, gate: GateRecord, call: ToolCall) -> GateAnswer:
         decision = gate.decision or {}
