@@ -281,3 +281,32 @@ def _wait_for(condition: Any, timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(baton: BatonCLI, repo: Path) -> None:
+    """``baton run --no-wait`` parks and exits (no process executes the run); a running worker
+    leaves it alone while its gate is pending, and continues it once another process approves."""
+    with ScriptedModelServer("gate-park") as server:
+        baton.env.update(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=MODEL_KEY, BATON_GATE_GRACE_SECONDS="1")
+        parked = baton("run", "go", "--repo", str(repo), "--no-wait", "--json")
+        assert parked.returncode == 4, parked.describe()
+        run_id = parked.json_lines()[0]["run_id"]
+        worker = baton.start("worker", "--interval", "0.2")
+        try:
+            time.sleep(2)  # several scans: a pending gate is no work
+            assert run_status(baton.home / "baton.db", run_id) == "paused"
+            [gate] = json.loads(baton("gates", "--status", "pending", "--json").stdout)
+            approved = baton("approve", gate["id"])
+            assert approved.returncode == 0, approved.describe()
+            _wait_for(lambda: run_status(baton.home / "baton.db", run_id) == "finished", timeout=90)
+            worker[1].send_signal(signal.SIGTERM)
+            stopped = baton.finish(worker, timeout=30)
+        finally:
+            baton.stop([worker])
+    assert stopped.returncode == 0, stopped.describe()
+    assert stopped.stderr.count(f"adopted run {run_id}") == 1, stopped.stderr
+    assert (repo / "approved.txt").exists()
+    events = baton("logs", run_id, "--view", "events").json_lines()
+    assert [event["type"] for event in events].count("task.started") == 1
+    assert events[-1]["type"] == "task.finished"
+    assert not run_process_ids(run_id)
