@@ -94,6 +94,7 @@ class StreamStats:
     ended: int = 0
     overflowed: int = 0
     client_left: int = 0
+    drained: int = 0  # ended by the server's shutdown
 
 
 class EventStream:
@@ -138,6 +139,8 @@ class EventStream:
                     )
                 if watcher in done:
                     self._stats.client_left += 1
+                elif drain in done:
+                    self._stats.drained += 1
             finally:
                 for task in tasks:
                     task.cancel()
