@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Started, baton_command
+from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Started, baton_command, invoke_in_process
 from tests.conftest import make_git_repo
 from tests.runs.test_resume_crash import FILES, committed, kill_whole_run, log_entries, run_status
 
@@ -310,3 +310,11 @@ def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(baton: BatonCLI, 
     assert [event["type"] for event in events].count("task.started") == 1
     assert events[-1]["type"] == "task.finished"
     assert not run_process_ids(run_id)
+
+
+def test_commands_that_only_read_never_launch_dbos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    for args in (("runs", "--json"), ("show", "run_nope"), ("logs", "run_nope"), ("send", "run_nope", "hi")):
+        invoke_in_process(monkeypatch, home, *args)
+    assert (home / "baton.db").exists()
+    assert not (home / "dbos.sqlite").exists()  # DBOS's system database is created by launch only
