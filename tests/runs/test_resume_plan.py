@@ -116,6 +116,25 @@ def test_a_rebuilt_prompt_does_not_nest_an_earlier_transcript() -> None:
     assert second.count("<baton-transcript>") == 1
 
 
+def test_a_task_killed_before_it_reached_the_agent_leads_every_later_rebuilt_prompt() -> None:
+    """Killed before the task's prompt, resumed on the rebuilt path, killed again before that
+    resume's prompt was answered: the next rebuilt prompt still starts with the task (the
+    conversation's only user turn is the first resume's continuation prompt)."""
+    log = EntryLog("run-killed-twice")
+    log.baton("run_started", {"run_id": log.run_id, "agent": "claude", "cwd": "/work/repo", "prompt": "TASK"})
+    continuation = continuation_prompt([])
+    first = rebuilt_prompt(rebuild_conversation(log.entries), continuation)
+    assert "<baton-transcript>\n[user]\nTASK\n</baton-transcript>" in first
+    log.baton("resume", {"path": "rebuilt", "interrupted_calls": [], "prompt": continuation})
+    log.request("to_agent", "session/prompt", 1, {"sessionId": SESSION, "prompt": [{"type": "text", "text": first}]})
+    second = rebuilt_prompt(rebuild_conversation(log.entries), continuation)
+    assert second.count("<baton-transcript>") == 1
+    assert "<baton-transcript>\n[user]\nTASK\n\n[user]\n" + continuation + "\n</baton-transcript>" in second
+    # Once the task was a turn of its own, it is not repeated.
+    log.request("to_agent", "session/prompt", 2, {"sessionId": SESSION, "prompt": [{"type": "text", "text": "TASK"}]})
+    assert rebuilt_prompt(rebuild_conversation(log.entries), continuation).count("[user]\nTASK\n") == 1
+
+
 def test_the_claude_session_file_is_found_under_the_agent_home(tmp_path: Path) -> None:
     home = tmp_path / "agent-home"
     assert claude_session_file(home, "abc") is None

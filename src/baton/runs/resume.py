@@ -393,10 +393,19 @@ def rebuilt_prompt(
     does not fit ``budget_tokens``. The header says how much was dropped or truncated.
     """
     items = conversation.view()
-    keep_first = 1 if items and items[0]["type"] == "user" else 0
-    head = [_render(item, conversation, result_chars) for item in items[:keep_first]]
-    if not keep_first and conversation.task and not conversation.compactions:
-        head = [(f"[user]\n{conversation.task}", 0)]  # killed before the task reached the agent
+    task = conversation.task
+    if (
+        task
+        and not conversation.compactions
+        and not any(item["type"] == "user" and item.get("text") == task for item in items)
+    ):
+        # The task never reached the agent as a turn (the run, or a resume before this one, was
+        # killed first; a rebuilt resume's turn is its continuation prompt): it leads anyway.
+        keep_first = 0
+        head = [(f"[user]\n{task}", 0)]
+    else:
+        keep_first = 1 if items and items[0]["type"] == "user" else 0
+        head = [_render(item, conversation, result_chars) for item in items[:keep_first]]
     remaining = budget_tokens - estimate_tokens(prompt) - 200 - sum(estimate_tokens(text) for text, _cut in head)
     tail: list[tuple[str, int]] = []
     for item in reversed(items[keep_first:]):  # newest first, until the budget is spent
@@ -411,7 +420,7 @@ def rebuilt_prompt(
     truncated = sum(cut for _text, cut in head + tail)
     kept = [text for text, _cut in head + tail]
     if dropped:
-        kept.insert(keep_first, f"[… {dropped} earlier items of the conversation omitted to fit the context budget …]")
+        kept.insert(len(head), f"[… {dropped} earlier items of the conversation omitted to fit the context budget …]")
     notes = []
     if dropped:
         notes.append(f"{dropped} earlier items were dropped (oldest first) to fit the context budget")
