@@ -17,8 +17,9 @@ async def test_tasks_round_trip(store: Store) -> None:
     assert task.to_dict()["metadata"] == {"ticket": 12}
     bare = await store.create_task("another")
     assert (await store.get_task(bare.id)).metadata == {}
-    with pytest.raises(UsageError):
+    with pytest.raises(NotFoundError) as missing:
         await store.get_task("task_nope")
+    assert missing.value.code == "task_not_found"
     with pytest.raises(UsageError):
         await store.create_task("again", task_id=task.id)
 
