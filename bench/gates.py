@@ -14,10 +14,10 @@
   (``session/new`` logged: everything baton does — wake, checks, take-over, conversation, plan,
   launch files), median of ``PARKS``. Target ≤ 300 ms. ``gate_parked_agent_start_ms``: from there
   until Claude Code is up (``session/new`` answered), reported separately (no target of baton's).
-- ``gate_parked_memory_kb``: what the baton process holds more after one more run parked
-  (tracemalloc, after a warm-up run and a GC; the in-process scripted model's record of
-  requests left out). It includes process-wide caches that grow with use (SQLAlchemy's
-  connection records and compiled statements). Target ≤ 100 KB.
+- ``gate_parked_memory_kb``: what the baton process holds more per parked run, with
+  ``PARKED`` runs parked at once (tracemalloc, after a warm-up park and a GC; the in-process
+  scripted model's record of requests left out). It includes process-wide caches that grow
+  with use (SQLAlchemy's connection records and compiled statements). Target ≤ 100 KB.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ METRICS = (
 )
 GATES = 200
 PARKS = 5
+PARKED = 3
 
 _DECIDER = """
 import asyncio, json, sys, time
@@ -141,9 +142,9 @@ async def _decisions(url: str, *, in_process: bool) -> list[float]:
                             "bound_call_id": gate.bound_call_id,
                             "bound_input_hash": gate.bound_input_hash,
                         }
-                        await GateLedger(store).decide(gate.id, body, decided_by="bench")
+                        decided = await GateLedger(store).decide(gate.id, body, decided_by="bench")
                         committed[gate.id] = time.time()
-                        wake_local(gate.id)
+                        wake_local(gate.id, decided)
                     answer = await asyncio.wait_for(asking, 30)
                     assert answer.behavior == "allow", answer
                     assert answer.gate_id is not None
@@ -176,7 +177,6 @@ async def _parks(home: Path) -> tuple[list[float], list[float], float]:
 
     baton_ms: list[float] = []
     agent_ms: list[float] = []
-    memory = 0.0
     with ScriptedModelServer("gate-park") as server:
         settings = replace(
             Settings.load({"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}),
@@ -186,37 +186,48 @@ async def _parks(home: Path) -> tuple[list[float], list[float], float]:
         )
         async with Baton(settings) as baton:
             for index in range(PARKS + 1):
-                repo = _git_repo(home / f"repo{index}")
-                gc.collect()
-                before = tracemalloc.take_snapshot() if index == 1 else None
-                handle = await baton.start(RunSpec(prompt="go", repo=repo))
+                handle = await baton.start(RunSpec(prompt="go", repo=_git_repo(home / f"repo{index}")))
                 parked = await handle.wait(through_parks=False)
                 assert parked.status == "paused", parked
-                if before is not None:
-                    await asyncio.sleep(0.5)  # the conversation keeper saves its last state
-                    server._requests.clear()  # the scripted model's record of requests is not baton's
-                    gc.collect()
-                    after = tracemalloc.take_snapshot()
-                    memory = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 1024
                 ledger = GateLedger(baton.store)
                 gate = await ledger.get(parked.gate_id or "")
-                body = {
-                    "decision": "approve",
-                    "bound_call_id": gate.bound_call_id,
-                    "bound_input_hash": gate.bound_input_hash,
-                }
-                await ledger.decide(gate.id, body, decided_by="bench")
+                binding = {"bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash}
+                await ledger.decide(gate.id, {"decision": "approve", **binding}, decided_by="bench")
                 decided = time.time()
                 wake_local(gate.id)
                 outcome = await handle.wait()
                 assert outcome.status == "finished", outcome
                 entries = await baton.log.read(handle.run_id)
-                new = [e for e in entries if e["method"] == "session/new"]
+                new = [e for e in entries if e["method"] == "session/new"]  # to and from, per execution
                 asked, started = _stamp(new[-2]["ts"]), _stamp(new[-1]["ts"])
                 if index > 0:  # the first run warms the imports and caches up
                     baton_ms.append((asked - decided) * 1000)
                     agent_ms.append((started - asked) * 1000)
+            # Memory: PARKED more runs parked at once, against the process before them.
+            tracemalloc.start()
+            try:
+                await _park(baton, home / "warm")
+                server._requests.clear()  # the scripted model's record of requests is not baton's
+                gc.collect()
+                before = tracemalloc.take_snapshot()
+                for index in range(PARKED):
+                    await _park(baton, home / f"parked{index}")
+                await asyncio.sleep(0.5)  # the conversation keepers save their last state
+                server._requests.clear()
+                gc.collect()
+                after = tracemalloc.take_snapshot()
+            finally:
+                tracemalloc.stop()
+            memory = sum(stat.size_diff for stat in after.compare_to(before, "filename")) / 1024 / PARKED
     return baton_ms, agent_ms, memory
+
+
+async def _park(baton: Any, path: Path) -> None:
+    from baton.runs import RunSpec
+
+    handle = await baton.start(RunSpec(prompt="go", repo=_git_repo(path)))
+    parked = await handle.wait(through_parks=False)
+    assert parked.status == "paused", parked
 
 
 def _git_repo(path: Path) -> Path:
@@ -258,11 +269,7 @@ def run() -> dict[str, Metric]:
     with TemporaryPostgres() as url:
         results |= _latencies("postgres", asyncio.run(_decisions(url, in_process=False)), 50.0)
     with tempfile.TemporaryDirectory(prefix="baton-bench-parks-") as tmp:
-        tracemalloc.start()
-        try:
-            baton_ms, agent_ms, memory = asyncio.run(_parks(Path(tmp)))
-        finally:
-            tracemalloc.stop()
+        baton_ms, agent_ms, memory = asyncio.run(_parks(Path(tmp)))
     results["gate_parked_resume_baton_ms"] = _metric(statistics.median(baton_ms), "ms", 300.0)
     results["gate_parked_agent_start_ms"] = _metric(statistics.median(agent_ms), "ms", 5000.0)
     results["gate_parked_memory_kb"] = _metric(memory, "KB", 100.0)

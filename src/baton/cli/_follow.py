@@ -150,7 +150,7 @@ class TerminalGates:
             except BatonError as exc:
                 self._console.print(f"[red]{escape(exc.code)}[/] {escape(exc.message)}")
                 return
-            wake_local(gate_id)
+            wake_local(gate_id, decided)
             rule = (decided.decision or {}).get("remember_rule")
             if rule:
                 self._console.print(f"[dim]remembered for this run: {escape(str(rule))}[/]")

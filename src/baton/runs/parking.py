@@ -44,11 +44,21 @@ PARKED_POLL_SECONDS: Final = 0.05  # a parked run's waiter reads its gates this 
 _IN_PROCESS_POLL_SECONDS: Final = 0.5  # an in-process waiter re-reads its gate this often (a lost wake-up)
 
 _waiters: dict[str, set[asyncio.Event]] = {}
+_decided: dict[str, GateRecord] = {}  # decisions made here, handed to the waiter with its wake-up
 
 
-def wake_local(gate_id: str) -> None:
-    """A decision for ``gate_id`` was recorded: wake whoever waits for it in this process."""
-    for event in tuple(_waiters.get(gate_id, ())):
+def wake_local(gate_id: str, decided: GateRecord | None = None) -> None:
+    """A decision for ``gate_id`` was recorded: wake whoever waits for it in this process.
+
+    ``decided``: the gate as ``GateLedger.decide`` returned it; the waiter then answers the
+    agent without reading it back from the store (the in-process path of the benchmark).
+    """
+    waiting = _waiters.get(gate_id)
+    if not waiting:
+        return
+    if decided is not None and decided.id == gate_id and decided.status != "pending":
+        _decided[gate_id] = decided
+    for event in tuple(waiting):
         event.set()
 
 
@@ -65,6 +75,7 @@ def watch_gate(gate_id: str) -> Iterator[asyncio.Event]:
             found.discard(event)
             if not found:
                 del _waiters[gate_id]
+                _decided.pop(gate_id, None)
 
 
 async def wait_for_decision(
@@ -87,7 +98,8 @@ async def wait_for_decision(
     with watch_gate(gate_id) as woken:
         while True:
             woken.clear()  # before the read: a wake-up during it is seen by the next wait
-            gate = await ledger.get(gate_id)
+            handed = _decided.pop(gate_id, None)
+            gate = handed if handed is not None else await ledger.get(gate_id)
             if gate.status != "pending":
                 return gate
             if stop is not None and stop.is_set():
