@@ -51,8 +51,10 @@ class _Request(BaseModel):
 
 class Budget(_Request):
     usd: float | None = Field(default=None, gt=0, description="Stop (open a resource_limit gate) at this cost.")
-    turns: int | None = Field(default=None, gt=0, description="Not supported yet: refused with request_invalid.")
-    seconds: float | None = Field(default=None, gt=0, description="Not supported yet: refused with request_invalid.")
+    turns: int | None = Field(default=None, gt=0, description="Open a resource_limit gate after this many model turns.")
+    seconds: float | None = Field(
+        default=None, gt=0, description="Open a resource_limit gate once the turns took this long."
+    )
 
 
 class CreateRunRequest(_Request):

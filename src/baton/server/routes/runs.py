@@ -52,9 +52,6 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
     state.commands.take(principal.sub)
     if body.permission_mode == "bypassPermissions" and not principal.is_admin:
         raise AuthError("scope_missing", "permission_mode bypassPermissions needs the scope 'admin'")
-    for name in ("turns", "seconds"):
-        if body.budget is not None and getattr(body.budget, name) is not None:
-            raise UsageError("request_invalid", f"budget.{name}: not supported yet (only budget.usd)")
     prompt, repo = body.prompt, body.repo
     if principal.task_id is not None and body.task_id != principal.task_id:
         raise AuthError("scope_missing", f"this token may start runs of task {principal.task_id} only")
@@ -76,6 +73,8 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         allow=tuple(body.allow),
         deny=tuple(body.deny),
         budget_usd=body.budget.usd if body.budget else None,
+        budget_turns=body.budget.turns if body.budget else None,
+        budget_seconds=body.budget.seconds if body.budget else None,
         task_id=body.task_id,
         run_mode=body.run_mode,
         owner=principal.sub,
