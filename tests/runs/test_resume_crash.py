@@ -229,7 +229,9 @@ def check_trial(trial: Trial) -> None:
         assert trial.resume_params["path"] in ("native", "rebuilt"), where
         assert trial.resume_params["prompt"].startswith("[baton:resume]"), where
         resumes = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/resume"]
-        assert resumes[-1] == trial.resume_params, where
+        # A native resume whose session Claude Code cannot load continues on the rebuilt path.
+        assert resumes[-1] in (trial.resume_params, {**trial.resume_params, "path": "rebuilt"}), where
+        trial.resume_params = resumes[-1]
         for call_id in trial.resume_params["interrupted_calls"]:  # the continuation prompt names each
             assert call_id in trial.resume_params["prompt"], where
     for name, text in FILES.items():
@@ -254,12 +256,6 @@ def test_many_crash_trials(tmp_path: Path) -> None:
         crash_and_resume(tmp_path / f"batch-{batch}", count=5, seed=seed + batch)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, open: a resume that is itself SIGKILLed while Claude Code starts can leave "
-    "the next resume on a session Claude cannot load ('No conversation found') or without the "
-    "rebuilt context; fails about one run in two under load",
-)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_runs_killed_again_while_resuming_finish(tmp_path: Path) -> None:

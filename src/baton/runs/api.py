@@ -28,12 +28,19 @@ from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
 from baton.gates.ledger import GateLedger
 from baton.runs.budgeting import continue_budget
-from baton.runs.executor import RunExecution
+from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import effective_status, executor_alive
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions
-from baton.runs.resume import ResumePlan, check_resumable, plan_resume, resume_spec, run_keeping_conversation
+from baton.runs.resume import (
+    ResumePlan,
+    check_resumable,
+    plan_resume,
+    rebuilt_prompt,
+    resume_spec,
+    run_keeping_conversation,
+)
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.runs.workspaces import check_workspace_free
 from baton.snapshots import recorder_for
@@ -445,7 +452,22 @@ class Baton:
             ask_human=ask_human,
             restore=plan.restore if prepared is not None else None,
         )
+        if prepared is None and plan.resume_session_id is not None:
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, api_key, binary)
         return plan, execution
+
+    def _rebuilt_fallback(self, plan: ResumePlan, api_key: str, binary: Path | None) -> RebuiltFallback:
+        """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
+
+        async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
+            assert binary is not None
+            params: ResumeParams = {**plan.params, "path": "rebuilt"}
+            prompt = rebuilt_prompt(plan.conversation, params["prompt"])
+            spent = spend_from_log(await self.log.read(plan.run_id)).usd
+            fresh = replace(plan, resume_session_id=None, continues_deferred=False)
+            return InProcessClaude(self._resumed_claude(fresh, api_key, binary, spent)), params, prompt
+
+        return rebuilt
 
     def _resumed_claude(
         self, plan: ResumePlan, api_key: str, binary: Path, spent_usd: float | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -38,7 +39,10 @@ from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
 
-__all__ = ["RunExecution"]
+__all__ = ["RebuiltFallback", "RunExecution"]
+
+# A new agent, the ``_baton/resume`` params and the first prompt of the rebuilt path.
+RebuiltFallback = Callable[[], Awaitable[tuple[AgentProcess, ResumeParams, str]]]
 
 
 @dataclass
@@ -119,6 +123,9 @@ class RunExecution:
         self._resume = resume
         self._resumed_from = resumed_from
         self.restore = restore  # an ACP agent's own session to resume or load (baton.acp.replay)
+        # A native resume whose agent cannot start (Claude Code: "No conversation found" for a
+        # session a killed resume left half-written) continues on the rebuilt path instead.
+        self.rebuilt_fallback: RebuiltFallback | None = None
 
     def _note(self, name: str, params: Any) -> int:
         message = notification(name, params)
@@ -167,7 +174,7 @@ class RunExecution:
         started = time.monotonic()
         try:
             async with self._snapshots or contextlib.nullcontext():
-                outcome = await self._converse(cwd)
+                outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
             await asyncio.shield(self._finish(outcome, started))
@@ -177,6 +184,18 @@ class RunExecution:
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
         await self._finish(outcome, started)
         return outcome
+
+    async def _converse_or_rebuild(self, cwd: str) -> RunOutcome:
+        try:
+            return await self._converse(cwd)
+        except AgentError:
+            fallback, self.rebuilt_fallback = self.rebuilt_fallback, None
+            if fallback is None or self._session_id is not None:
+                raise  # not a native resume, or its session had started: a real failure
+            self._agent, self._resume, prompt = await fallback()
+            self.spec = replace(self.spec, prompt=prompt)
+            self._note("resume", self._resume)  # the rebuilt path, logged before its prompt
+            return await self._converse(cwd)
 
     async def _finish(self, outcome: RunOutcome, started: float) -> None:
         if self._gates is not None:
