@@ -33,6 +33,12 @@ from baton.gates.ledger import GateLedger
 from baton.server import ServerConfig, create_app
 from baton.testing import ScriptedModelServer
 
+# The server runs in this process (a thread): what it draws from the global `random` (DBOS,
+# launched to execute runs) is seen by Hypothesis as a strategy using `random`.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
+)
+
 MAX_EXAMPLES = 30  # per operation
 REAL_RUNS = 3  # generated run requests that really start an agent
 
