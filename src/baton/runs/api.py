@@ -413,7 +413,6 @@ class Baton:
         spec = await resume_spec(self.log, record, repo)
         if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
-        await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
         gatekeeper = Gatekeeper(policy, Path(spec.repo))
         prepared = None
@@ -430,6 +429,7 @@ class Baton:
             )
         binary = (self.settings.claude_binary or bundled_claude_binary()) if prepared is None else None
         await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
+        await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
         plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
         self.redactor.add(api_key)
         agent_home = self.settings.run_dir(plan.run_id) / "agent-home"
