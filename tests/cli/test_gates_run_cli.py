@@ -113,3 +113,47 @@ async def _pending_gate(store: Store) -> GateRecord:
             return gates[0]
         await asyncio.sleep(0.1)
     pytest.fail("no gate opened")
+
+
+def test_baton_run_in_a_terminal_asks_and_runs_the_approved_command(baton: BatonCLI, repo: Path) -> None:
+    import pty
+    import select
+    import subprocess
+
+    from tests.cli._baton_cli import baton_command
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [*baton_command(), "run", "go", "--repo", str(repo), "--scenario", "needs-approval"],
+        env={**baton.env, "COLUMNS": "200"},
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    shown = b""
+    answered = False
+    deadline = time.monotonic() + 120
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.2)
+            if ready:
+                try:
+                    shown += os.read(controller, 65536)
+                except OSError:
+                    break
+            if not answered and b"approve?" in shown:
+                assert b"touch approved.txt" in shown
+                os.write(controller, b"y\n")
+                answered = True
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    assert answered, shown.decode(errors="replace")
+    assert process.returncode == 0, shown.decode(errors="replace")
+    assert (repo / "approved.txt").exists()
+    assert b"by terminal" in shown  # the gate.resolved line names who decided
