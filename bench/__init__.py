@@ -18,6 +18,7 @@ __all__ = ["MODULES", "Metric", "median_seconds"]
 MODULES: dict[str, str] = {
     "append": "bench.append",
     "convert": "bench.convert",
+    "gates": "bench.gates",
     "http": "bench.http",
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",
