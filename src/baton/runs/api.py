@@ -26,13 +26,14 @@ from baton.events.entry import LogEntry, utc_timestamp
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
-from baton.gates.ledger import GateLedger
+from baton.gates.handles import Gate, local_user
+from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import effective_status, executor_alive
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
-from baton.runs.parking import pending_gates, wait_for_decisions
+from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
 from baton.runs.resume import (
     ResumePlan,
     check_resumable,
@@ -505,6 +506,22 @@ class Baton:
             if status is None or record.status == status:
                 records.append(record)
         return records
+
+    # Gates (docs/gates.md): the same decisions as the CLI and the HTTP API, from any process.
+
+    async def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[Gate]:
+        """Gates (of ``run_id``, with ``status``) oldest first, as handles that decide them
+        (``approve``, ``deny``, ``answer``, ``review_plan``, ``continue_run``)."""
+        ledger = GateLedger(self.store)
+        return [self._gate_handle(ledger, record) for record in await ledger.list(run_id=run_id, status=status)]
+
+    async def gate(self, gate_id: str) -> Gate:
+        """One gate (``gate_not_found``)."""
+        ledger = GateLedger(self.store)
+        return self._gate_handle(ledger, await ledger.get(gate_id))
+
+    def _gate_handle(self, ledger: GateLedger, record: GateRecord) -> Gate:
+        return Gate(ledger, record, decided_by=local_user(), on_decided=wake_local)  # a run here wakes at once
 
     # Hand-off to another BATON_HOME (baton.runs.handoff, docs/handoff.md).
 
