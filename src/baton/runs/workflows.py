@@ -35,6 +35,7 @@ import contextlib
 import itertools
 import logging
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -346,7 +347,7 @@ async def acquire(settings: Settings, concurrency: int) -> DurableRuntime:
         _users += 1
         return _active
     runtime = DurableRuntime(settings, concurrency, url)
-    logging.getLogger("dbos").setLevel(logging.WARNING)
+    _log_dbos_to_stderr()
     runtime.launch()
     _active, _users = runtime, 1
     return runtime
@@ -366,3 +367,36 @@ async def release(runtime: DurableRuntime) -> None:
         await runtime.shutdown()
     finally:
         _active = None
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A console handler that writes to whatever ``sys.stderr`` is *now*.
+
+    DBOS's own handler keeps the ``sys.stderr`` of the moment it was made; when that was a
+    replaced, since-closed stream (a CLI invoked in-process, a test's capture), every later
+    ``DBOS(config=…)`` failed flushing it ("I/O operation on closed file").
+    """
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler.__init__ assigns it; the property ignores it
+        pass
+
+
+def _log_dbos_to_stderr() -> None:
+    """DBOS's logger at WARNING through :class:`_CurrentStderr`, in place of DBOS's console handler
+    (DBOS adds its own only when the logger has none, under this name)."""
+    logger = logging.getLogger("dbos")
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    for handler in list(logger.handlers):
+        if handler.name == "__dbos_console_log_handler__" and not isinstance(handler, _CurrentStderr):
+            logger.removeHandler(handler)
+    if not any(isinstance(handler, _CurrentStderr) for handler in logger.handlers):
+        handler = _CurrentStderr()
+        handler.name = "__dbos_console_log_handler__"
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)8s] (%(name)s) %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
