@@ -377,7 +377,7 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     ``DBOS(config=…)`` failed flushing it ("I/O operation on closed file").
     """
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 
