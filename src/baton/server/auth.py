@@ -12,6 +12,7 @@ Each failure is an :class:`~baton.errors.AuthError` with its own code.
 
 from __future__ import annotations
 
+import abc
 import hmac
 import json
 import os
@@ -77,9 +78,11 @@ class Principal:
         return self.is_admin or (owner is not None and owner == self.sub)
 
 
-class Authenticator:
-    def authenticate(self, authorization: str | None) -> Principal:
-        raise NotImplementedError
+class Authenticator(abc.ABC):
+    """Turns an ``Authorization`` header into the caller's :class:`Principal` (or ``AuthError``)."""
+
+    @abc.abstractmethod
+    def authenticate(self, authorization: str | None) -> Principal: ...
 
 
 def _bearer(authorization: str | None) -> str:
