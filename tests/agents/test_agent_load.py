@@ -65,15 +65,9 @@ async def _continue(baton: Baton, plan: ResumePlan, repo: Path) -> RunOutcome:
     return await execution.run()
 
 
-def _commands(entries: list[LogEntry]) -> list[str]:
-    return [e["data"]["command"] for e in project(entries) if e["type"] == "command.finished"]
-
-
-async def test_a_load_only_agent_is_resumed_with_its_replay_tagged(
-    settings: Settings, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
-    spec = RunSpec(
+def _first_turn(repo: Path) -> RunSpec:
+    """The script agent's first run: one ``echo 1`` under acceptEdits with Bash allowed."""
+    return RunSpec(
         prompt="first",
         repo=repo,
         agent=COMMAND_AGENT,
@@ -82,6 +76,17 @@ async def test_a_load_only_agent_is_resumed_with_its_replay_tagged(
         permission_mode="acceptEdits",
         allow=("Bash",),
     )
+
+
+def _commands(entries: list[LogEntry]) -> list[str]:
+    return [e["data"]["command"] for e in project(entries) if e["type"] == "command.finished"]
+
+
+async def test_a_load_only_agent_is_resumed_with_its_replay_tagged(
+    settings: Settings, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))  # where the script agent keeps its sessions
+    spec = _first_turn(repo)
     async with Baton(settings) as baton:
         first = await (await baton.start(spec)).wait()
         assert first.status == "finished" and first.total_cost_usd == 0.01
@@ -129,16 +134,8 @@ async def test_a_load_only_agent_is_resumed_with_its_replay_tagged(
 async def test_a_lost_agent_session_falls_back_to_the_rebuilt_conversation(
     settings: Settings, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
-    spec = RunSpec(
-        prompt="first",
-        repo=repo,
-        agent=COMMAND_AGENT,
-        agent_command=ARGV,
-        trust_agent_permissions=True,
-        permission_mode="acceptEdits",
-        allow=("Bash",),
-    )
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))  # where the script agent keeps its sessions
+    spec = _first_turn(repo)
     async with Baton(settings) as baton:
         first = await (await baton.start(spec)).wait()
         for kept in (tmp_path / "user-home" / ".acp-script-agent").iterdir():
