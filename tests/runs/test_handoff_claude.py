@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,8 +18,8 @@ from pathlib import Path
 import pytest
 from tests.cli._baton_cli import baton_command, cli_environment, invoke_in_process
 from tests.conftest import make_git_repo
+from tests.runs._killed_run import PERMISSION_ANSWERS, count, run_killed_once
 
-from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.events.project import project
 from baton.runs import Baton
@@ -30,7 +28,6 @@ from baton.testing import ScriptedModelServer
 pytestmark = pytest.mark.claude
 
 MODEL_KEY = "sk-scripted-handoff-key-0123456789abcdef"
-RULES = ("Bash(echo:*)", "Bash(sleep:*)")
 
 
 @dataclass(frozen=True)
@@ -44,14 +41,6 @@ class Handed:
 
 def _clone(origin: Path, target: Path) -> None:
     subprocess.run(["git", "clone", "-q", str(origin), str(target)], check=True)
-
-
-def _count(database: Path, query: str) -> int:
-    try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1) as connection:
-            return int(connection.execute(query).fetchone()[0])
-    except sqlite3.Error:
-        return 0
 
 
 def _baton(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -73,36 +62,14 @@ def handed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Handed]:
     repo = make_git_repo(base / "repo-a", {"README.md": "# a repository\n"})
     origin = base / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(origin)], check=True)
-    database = home / "baton.db"
     with ScriptedModelServer("three-steps") as server:
         env = cli_environment(home) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": MODEL_KEY}
-        args = ["run", "go", "--repo", str(repo), "--mode", "acceptEdits", "--json"]
-        for rule in RULES:
-            args += ["--allow", rule]
-        process = subprocess.Popen(
-            [*baton_command(), *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        answers = (
-            "SELECT COUNT(*) FROM log_entries WHERE method = 'session/request_permission' AND direction = 'to_agent'"
-        )
-        deadline = time.monotonic() + 60
-        # The third answer lets `sleep 1; echo hi` start; by then two.txt's snapshot is recorded.
-        while time.monotonic() < deadline and not (
-            _count(database, answers) >= 3 and _count(database, "SELECT COUNT(*) FROM snapshots") >= 2
-        ):
-            time.sleep(0.005)
-        with sqlite3.connect(database) as connection:
-            run_id = str(connection.execute("SELECT id FROM runs").fetchone()[0])
-        os.killpg(process.pid, signal.SIGKILL)
-        kill_run_processes(run_id, wait=5)
-        process.communicate(timeout=30)
-    assert not run_process_ids(run_id)
+
+        def ready(database: Path) -> bool:
+            # The third answer lets `sleep 1; echo hi` start; by then two.txt's snapshot is recorded.
+            return count(database, PERMISSION_ANSWERS) >= 3 and count(database, "SELECT COUNT(*) FROM snapshots") >= 2
+
+        run_id = run_killed_once(repo, env, ready)
     export = base / "run.tar.gz"
     exported = _baton(home, "export", run_id, "--out", str(export), "--json")
     assert exported.returncode == 0, exported.stderr

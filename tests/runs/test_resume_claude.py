@@ -4,19 +4,16 @@ and the native path continuing an ended run's conversation in a new run."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import sqlite3
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from tests.cli._baton_cli import baton_command, cli_environment
+from tests.runs._killed_run import PERMISSION_ANSWERS, RULES, count, run_killed_once
 
-from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.events.project import project
@@ -26,50 +23,14 @@ from baton.testing import ScriptedModelServer
 pytestmark = pytest.mark.claude
 
 MODEL_KEY = "sk-scripted-resume-key-0123456789abcdef"
-RULES = ("Bash(echo:*)", "Bash(sleep:*)")
-
-
-def permission_answers(database: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1) as connection:
-            row = connection.execute(
-                "SELECT COUNT(*) FROM log_entries "
-                "WHERE method = 'session/request_permission' AND direction = 'to_agent'"
-            ).fetchone()
-    except sqlite3.Error:
-        return 0
-    return int(row[0])
-
-
-def only_run_id(database: Path) -> str:
-    with sqlite3.connect(database) as connection:
-        return str(connection.execute("SELECT id FROM runs").fetchone()[0])
 
 
 def test_rebuilt_context_when_the_agent_home_is_gone(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "baton-home"
     with ScriptedModelServer("three-steps") as server:
         env = cli_environment(home) | {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": MODEL_KEY}
-        args = ["run", "go", "--repo", str(repo), "--mode", "acceptEdits", "--json"]
-        for rule in RULES:
-            args += ["--allow", rule]
-        process = subprocess.Popen(
-            [*baton_command(), *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
-        while permission_answers(home / "baton.db") < 3 and time.monotonic() < deadline:
-            time.sleep(0.005)  # the third answer lets `sleep 1; echo hi` start
-        run_id = only_run_id(home / "baton.db")
-        os.killpg(process.pid, signal.SIGKILL)
-        kill_run_processes(run_id, wait=5)
-        process.communicate(timeout=30)
-        assert not run_process_ids(run_id)
+        # The third answer lets `sleep 1; echo hi` start.
+        run_id = run_killed_once(repo, env, lambda database: count(database, PERMISSION_ANSWERS) >= 3)
         shutil.rmtree(home / "runs" / run_id / "agent-home")
 
         resumed = subprocess.run(

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from tests.cli._baton_cli import baton_command, cli_environment
-from tests.runs.test_resume_claude import log_entries, only_run_id
+from tests.runs._killed_run import only_run_id
+from tests.runs.test_resume_claude import log_entries
 
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
