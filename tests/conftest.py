@@ -1,9 +1,11 @@
 """Shared fixtures: a fresh BATON_HOME, real git repositories, leak checks for agent processes,
 store databases on SQLite and on a real Postgres server (``store_url``, ``postgres_url``).
 
-Slow tests (``@pytest.mark.slow``): all run with ``--slow=all``; by default a bounded sample
-of ``BATON_SLOW_SAMPLE`` (default 3) runs, chosen by ``BATON_SLOW_SEED`` (default: the day),
-so CI covers them over time without blowing its budget.
+Slow tests (``@pytest.mark.slow``, or ``@pytest.mark.slow(seconds=N)`` for the ones that take
+much longer than ``DEFAULT_SLOW_SECONDS``): all run with ``--slow=all``; by default a sample
+chosen by ``BATON_SLOW_SEED`` (default: the day) runs, at most ``BATON_SLOW_SAMPLE`` tests
+(default 3) whose estimated seconds add up to at most ``BATON_SLOW_BUDGET`` (default 75), so CI
+covers them over time without blowing its budget.
 """
 
 from __future__ import annotations
@@ -36,14 +38,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = [item for item in items if item.get_closest_marker("slow")]
     keep: set[str] = set()
     if choice == "sample":
-        seed = os.environ.get("BATON_SLOW_SEED") or datetime.date.today().isoformat()
-        size = int(os.environ.get("BATON_SLOW_SAMPLE", "3"))
-        ranked = sorted(slow, key=lambda item: hashlib.sha256((seed + item.nodeid).encode()).hexdigest())
-        keep = {item.nodeid for item in ranked[:size]}
+        keep = slow_sample(
+            slow,
+            seed=os.environ.get("BATON_SLOW_SEED") or datetime.date.today().isoformat(),
+            size=int(os.environ.get("BATON_SLOW_SAMPLE", "3")),
+            budget=float(os.environ.get("BATON_SLOW_BUDGET", "75")),
+        )
     skip = pytest.mark.skip(reason="slow test outside this run's sample (use --slow=all)")
     for item in slow:
         if item.nodeid not in keep:
             item.add_marker(skip)
+
+
+DEFAULT_SLOW_SECONDS = 15.0
+
+
+def slow_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.kwargs.get("seconds", DEFAULT_SLOW_SECONDS)) if marker else 0.0
+
+
+def slow_sample(slow: list[pytest.Item], *, seed: str, size: int, budget: float) -> set[str]:
+    """The node ids of the day's sample: in an order fixed by the seed, each test that still fits
+    both the count and the time budget (so two minute-long tests never land on the same day)."""
+    ranked = sorted(slow, key=lambda item: hashlib.sha256((seed + item.nodeid).encode()).hexdigest())
+    keep: set[str] = set()
+    spent = 0.0
+    for item in ranked:
+        if len(keep) == size:
+            break
+        if spent + slow_seconds(item) <= budget:
+            keep.add(item.nodeid)
+            spent += slow_seconds(item)
+    return keep
 
 
 def baton_process_ids(scope: str | None = None) -> list[int]:

@@ -112,7 +112,7 @@ async def test_a_registry_agent_behind_baton_acp_asks_the_editor(tmp_path: Path,
     assert client.malformed == []
 
 
-@pytest.mark.slow  # three baton acp processes, five turns of the real Claude Code (~30 s)
+@pytest.mark.slow(seconds=30)  # three baton acp processes, five turns of the real Claude Code (~30 s)
 async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
     home = tmp_path / "home"
     client = EditorClient()

@@ -19,7 +19,7 @@ def repo(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "repo", {"README.md": "# r\n"})
 
 
-@pytest.mark.slow  # five baton processes, two runs of Claude Code: ~40 s idle, minutes under load
+@pytest.mark.slow(seconds=40)  # five baton processes, two runs of Claude Code: ~40 s idle, minutes under load
 @pytest.mark.timeout(600)
 def test_a_reached_budget_parks_then_continue_and_resume_finish_the_run(baton: BatonCLI, repo: Path) -> None:
     scripted = ("--scenario", "write-and-run")

@@ -248,7 +248,7 @@ def test_runs_killed_at_random_points_finish_after_resume(tmp_path: Path) -> Non
     crash_and_resume(tmp_path, count=5, seed=int(os.environ.get("BATON_CRASH_SEED", "0")) or time.time_ns())
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 @pytest.mark.timeout(900)
 def test_many_crash_trials(tmp_path: Path) -> None:
     seed = time.time_ns()
@@ -256,7 +256,7 @@ def test_many_crash_trials(tmp_path: Path) -> None:
         crash_and_resume(tmp_path / f"batch-{batch}", count=5, seed=seed + batch)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 @pytest.mark.timeout(600)
 def test_runs_killed_again_while_resuming_finish(tmp_path: Path) -> None:
     seed = time.time_ns()

@@ -9,6 +9,8 @@ Reads that must not take the write lock use ``engine.connect().execution_options
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,12 +57,32 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _enter_wal(cursor)
+        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+
+
+def _enter_wal(cursor: Any) -> None:
+    """Switch the file to WAL, waiting for the connections that hold it.
+
+    Switching needs the file to itself, and SQLite answers "database is locked" at once, without
+    its busy handler, when another process is opening a blank database at the same moment — so
+    this retries within the busy timeout. A file already in WAL answers at once.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _on_sqlite_begin(connection: Connection) -> None:

@@ -18,7 +18,7 @@ from baton.events.project import project
 from baton.runs import Baton, RunSpec
 from baton.testing import ScriptedModelServer
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]  # two OpenCode starts, 5-10 s each
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow(seconds=25)]  # two OpenCode starts, 5-10 s each
 
 
 async def test_an_opencode_run_continues_through_session_resume(settings: Settings, repo: Path) -> None:
