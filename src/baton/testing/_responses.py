@@ -26,9 +26,21 @@ from typing import Any
 from baton.testing._scenario import Failure, TextBlock, ToolCall
 from baton.testing._selection import Conversation, Reply
 
-__all__ = ["RESPONSES_PATH", "error_body", "read_conversation", "response_items", "sse_events"]
+__all__ = [
+    "RESPONSES_PATH",
+    "TOOL_RESULT_LATENCY",
+    "answers_a_tool_result",
+    "error_body",
+    "read_conversation",
+    "response_items",
+    "sse_events",
+]
 
 RESPONSES_PATH = "/v1/responses"
+# The least time the server takes to answer a request that ends with a tool's output, as a real
+# model would: Codex may send a fast command's completion up to ~100 ms after handing its output
+# to the model, and codex-acp drops whatever comes after the turn's end (docs/agents.md).
+TOOL_RESULT_LATENCY = 0.3
 
 _CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 # User messages Codex adds around the prompt (context, instructions), not typed by a user.
@@ -49,6 +61,17 @@ _ERRORS: dict[int, tuple[str, str]] = {
     500: ("server_error", "The server had an error while processing your request."),
     529: ("server_error", "The engine is currently overloaded, please try again later."),
 }
+
+
+def answers_a_tool_result(body: dict[str, Any]) -> bool:
+    """Whether the request's last input item is a tool's output (the model answers a command)."""
+    items = body.get("input")
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and isinstance(items[-1], dict)
+        and items[-1].get("type") in _RESULT_TYPES
+    )
 
 
 def read_conversation(body: dict[str, Any]) -> Conversation:

@@ -237,7 +237,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(_anthropic.sse_events(reply, model=model))
 
     def _answer_responses(self, body: dict[str, Any]) -> None:
+        started = time.monotonic()
         reply = self._scripted_reply(_responses.read_conversation(body), body, _responses.error_body)
+        if reply is not None and _responses.answers_a_tool_result(body):
+            time.sleep(max(0.0, started + _responses.TOOL_RESULT_LATENCY - time.monotonic()))
         if reply is None:
             return
         if not body.get("stream"):
