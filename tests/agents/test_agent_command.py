@@ -88,3 +88,26 @@ async def test_the_python_api_refuses_an_untrusted_agent_command(settings: Setti
             )
         assert await baton.store.list_runs() == []
     assert refused.value.code == "mode_not_enforceable"
+
+
+def test_baton_resume_starts_the_command_the_run_recorded(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``--agent-cmd`` run continues with its own command and trust: ``baton resume`` needs
+    neither flag again (the ``load`` script agent keeps its sessions under ``$HOME``)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(SCRIPT))} load"
+    home = tmp_path / "home"
+    args = ["--agent-cmd", command, "--trust-agent-permissions", "--mode", "acceptEdits", "--allow", "Bash"]
+    first = invoke_in_process(monkeypatch, home, "run", "first", "--repo", str(repo), *args, "--json")
+    assert first.returncode == 0, first
+    run_id = first.json_lines()[0]["run_id"]
+    second = invoke_in_process(monkeypatch, home, "resume", run_id, "second", "--json")
+    assert second.returncode == 0, second
+    events = second.json_lines()
+    assert events[0]["type"] == "task.started" and events[0]["run_id"] != run_id
+    assert events[0]["data"]["agent"] == COMMAND_AGENT
+    assert [e["data"]["text"] for e in events if e["type"] == "message" and e["data"]["role"] == "agent"] == [
+        "turn 2: second"
+    ]
+    assert events[-1]["type"] == "task.finished" and events[-1]["data"]["total_cost_usd"] == 0.02

@@ -10,7 +10,6 @@ agent has lost the session, the run falls back to a new session with the rebuilt
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,11 @@ import pytest
 from tests.agents.conftest import SCRIPT
 
 from baton.agents.command import COMMAND_AGENT
-from baton.agents.launch import SubprocessLaunch, prepare_subprocess_agent
-from baton.agents.registry import command_entry
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.events.project import project
-from baton.gates import Gatekeeper, Policy
 from baton.runs import Baton, RunSpec
-from baton.runs.executor import RunExecution
-from baton.runs.resume import ResumePlan, load_conversation, plan_resume
-from baton.runs.spec import RunOutcome
+from baton.runs.resume import load_conversation
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,31 +32,6 @@ ARGV = (sys.executable, str(SCRIPT), "load")
 def _replayed(entry: LogEntry) -> bool:
     update = (entry["payload"].get("params") or {}).get("update") or {}
     return bool(update.get("_meta", {}).get("baton", {}).get("replay"))
-
-
-async def _continue(baton: Baton, plan: ResumePlan, repo: Path) -> RunOutcome:
-    """Execute a resume plan for the command agent (``Baton.resume`` knows registry agents only)."""
-    entry = command_entry(ARGV, trusted=True)
-    gatekeeper = Gatekeeper(Policy.build("acceptEdits", allow=("Bash",), repo=repo), repo)
-    prepared = prepare_subprocess_agent(entry, gatekeeper, baton.settings, parent=dict(os.environ))
-    agent = prepared.start(
-        SubprocessLaunch(plan.run_id, repo, baton.settings.run_dir(plan.run_id) / "agent-home", None)
-    )
-    baton.log.open_run(plan.run_id)
-    execution = RunExecution(
-        run_id=plan.run_id,
-        spec=plan.spec,
-        store=baton.store,
-        log=baton.log,
-        gatekeeper=gatekeeper,
-        agent=agent,
-        start_timeout=30,
-        entry=entry,
-        resume=plan.params,
-        resumed_from=plan.resumed_from,
-        restore=plan.restore,
-    )
-    return await execution.run()
 
 
 def _first_turn(repo: Path) -> RunSpec:
@@ -93,11 +62,13 @@ async def test_a_load_only_agent_is_resumed_with_its_replay_tagged(
         first_entries = await baton.log.read(first.run_id)
         assert _commands(first_entries) == ["echo 1"]
 
-        plan = await plan_resume(baton.store, baton.log, settings, first.run_id, "second")
-        assert plan.params["path"] == "native" and plan.restore is not None
+        # Baton.resume starts the command the run recorded (no registry entry knows it).
+        handle = await baton.resume(first.run_id, "second")
+        plan = handle.resume_plan
+        assert plan is not None and plan.params["path"] == "native" and plan.restore is not None
         assert plan.restore.fallback["path"] == "rebuilt" and "turn 1: first" in plan.restore.fallback_prompt
-        assert plan.spec.prompt == "second"
-        second = await _continue(baton, plan, repo)
+        assert plan.spec.prompt == "second" and plan.spec.agent_command == ARGV
+        second = await handle.wait()
         assert second.status == "finished", second
         entries = await baton.log.read(second.run_id)
         record = await baton.store.get_run(second.run_id)
@@ -140,8 +111,7 @@ async def test_a_lost_agent_session_falls_back_to_the_rebuilt_conversation(
         first = await (await baton.start(spec)).wait()
         for kept in (tmp_path / "user-home" / ".acp-script-agent").iterdir():
             kept.unlink()  # the agent forgot every session
-        plan = await plan_resume(baton.store, baton.log, settings, first.run_id, "again")
-        second = await _continue(baton, plan, repo)
+        second = await (await baton.resume(first.run_id, "again")).wait()
         entries = await baton.log.read(second.run_id)
         conversation = await load_conversation(baton.store, baton.log, second.run_id)
     assert second.status == "finished", second

@@ -18,7 +18,7 @@ from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
 from baton.agents.command import COMMAND_AGENT, CREDENTIAL_VARIABLES, parse_agent_command
-from baton.agents.launch import SubprocessLaunch, prepare_subprocess_agent
+from baton.agents.launch import PreparedAgent, SubprocessLaunch, prepare_subprocess_agent
 from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
@@ -271,13 +271,17 @@ class Baton:
             owner=spec.owner,
             run_id=spec.run_id,
         )
-        keys = [prepared.parent.get(name, "") for name in CREDENTIAL_VARIABLES if name.endswith("_KEY")]
-        for secret in (prepared.api_key, *keys):  # an --agent-cmd agent gets every key baton knows
-            if len(secret) >= 8:
-                self.redactor.add(secret)
+        self._redact_credentials(prepared)
         launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
         agent = prepared.start(launch)
         return await self._execute(record.id, spec, gatekeeper, agent, entry, ask_human=ask_human)
+
+    def _redact_credentials(self, prepared: PreparedAgent) -> None:
+        """The subprocess agent's model key, and every key an ``--agent-cmd`` agent is given."""
+        keys = [prepared.parent.get(name, "") for name in CREDENTIAL_VARIABLES if name.endswith("_KEY")]
+        for secret in (prepared.api_key, *keys):
+            if len(secret) >= 8:
+                self.redactor.add(secret)
 
     async def runtime(self) -> DurableRuntime:
         """DBOS in this process, launched on first use (only processes that execute runs launch it)."""
@@ -407,11 +411,11 @@ class Baton:
                 f"run {run_id} waits for a decision on {', '.join(gate.id for gate in pending)}; decide it first",
                 details={"gates": [gate.id for gate in pending]},
             )
-        entry = AGENTS.get(record.agent)
-        if entry is None:
-            raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
         # Everything that can refuse is checked before the run is taken over.
         spec = await resume_spec(self.log, record, repo)
+        if record.agent not in AGENTS and not spec.agent_command:
+            raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
+        entry = agent_entry(spec)  # an --agent-cmd run starts its recorded command again
         if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
@@ -432,7 +436,10 @@ class Baton:
         await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
         await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
         plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
-        self.redactor.add(api_key)
+        if prepared is not None:
+            self._redact_credentials(prepared)
+        else:
+            self.redactor.add(api_key)
         agent_home = self.settings.run_dir(plan.run_id) / "agent-home"
         agent: AgentProcess
         if prepared is not None:

@@ -266,6 +266,8 @@ async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = No
         budget_seconds=record.budget_seconds,
         task_id=record.task_id,
         run_mode="interactive" if record.run_mode == "interactive" else "background",
+        agent_command=tuple(str(arg) for arg in opening.get("agent_command") or ()),
+        trust_agent_permissions=bool(opening.get("trust_agent_permissions")),
     )
 
 
