@@ -35,7 +35,7 @@ from baton.agents.registry import AgentEntry, bound_input_hash, claude_bound_inp
 from baton.errors import WorkspaceError
 from baton.events.commands import command_string
 from baton.gates import Decision, Gatekeeper, ToolCall
-from baton.gates.kinds import GateShape, gate_for_call, plan_text
+from baton.gates.kinds import MODE_AFTER_PLAN, PLAN_TOOL, GateShape, gate_for_call, plan_text
 
 __all__ = [
     "NO_HUMAN",
@@ -53,7 +53,9 @@ NO_HUMAN = "no_human"
 
 # Someone who can answer a permission the policy says to *ask* about (``baton acp``: the editor's
 # user): given the agent's options, its tool call and the policy's decision, True to allow.
-AskHuman = Callable[[list[PermissionOption], Any, Decision], Awaitable[bool]]
+# Asks a human (baton acp: the editor) to pick one of the options for the tool call: the id of
+# the option chosen, or None when the request was dismissed or cancelled.
+AskHuman = Callable[[list[PermissionOption], Any, Decision], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,11 @@ class BatonHost:
         workspace: Workspace | None = None,
         ask_human: AskHuman | None = None,
         gates: HumanGates | None = None,
+        on_mode: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.gatekeeper = gatekeeper
         self.ask_human = ask_human
+        self.on_mode = on_mode  # the run's mode switch, for a plan the human approved here
         self.gates = gates
         self.last_plan: str | None = None  # the latest ACP plan of the turn: a mode switch after it is its review
         self._wait_logged = wait_logged
@@ -149,13 +153,7 @@ class BatonHost:
         answer: GateAnswer | None = None
         if decision.behavior == "ask" and self.ask_human is not None:
             await self._wait_logged()  # the request is in the log before anyone is asked
-            allowed = await self.ask_human(options, tool_call, decision)
-            answer = GateAnswer(
-                "allow" if allowed else "deny",
-                "human",
-                "approved by the user" if allowed else "denied by the user",
-                decided_by="human",
-            )
+            answer = await self._ask_human(self.ask_human, calls[0], shape, options, tool_call, decision)
         elif decision.behavior == "ask" and self.gates is not None:
             await self._wait_logged()  # the request is in the log before its gate is opened
             answer = await self.gates.decide(
@@ -196,6 +194,28 @@ class BatonHost:
             else DeniedOutcome(outcome="cancelled")
         )
         return RequestPermissionResponse(outcome=outcome, field_meta={"baton": baton})
+
+    async def _ask_human(
+        self,
+        ask: AskHuman,
+        call: ToolCall,
+        shape: GateShape | None,
+        options: list[PermissionOption],
+        tool_call: Any,
+        decision: Decision,
+    ) -> GateAnswer:
+        """The human's answer to a call: a question is asked question by question, anything else
+        (a plan review too) with the agent's own options."""
+        if shape is not None and shape.kind == "question":
+            return await _ask_questions(ask, call, tool_call)
+        chosen = await ask(options, tool_call, decision)
+        if not any(option.option_id == chosen and option.kind in _ALLOW_KINDS for option in options):
+            return GateAnswer("deny", "human", "denied by the user", decided_by="human")
+        if shape is not None and shape.kind == "plan_review":  # the run leaves plan, as with a gate
+            await (self.on_mode or _set_gatekeeper_mode(self.gatekeeper))(MODE_AFTER_PLAN)
+        # Claude Code runs an approved ExitPlanMode only with its input handed back (baton.gates.kinds).
+        updated = dict(call.input) if call.tool_name == PLAN_TOOL else None
+        return GateAnswer("allow", "human", "approved by the user", decided_by="human", updated_input=updated)
 
     async def _park(self, answer: GateAnswer, baton: dict[str, Any]) -> RequestPermissionResponse:
         """The run parks: baton's Claude adapter answers ``defer``; any other agent gets no answer
@@ -257,6 +277,43 @@ class BatonHost:
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
+
+
+def _set_gatekeeper_mode(gatekeeper: Gatekeeper) -> Callable[[str], Awaitable[None]]:
+    async def set_mode(mode: str) -> None:
+        gatekeeper.set_mode(mode)
+
+    return set_mode
+
+
+async def _ask_questions(ask: AskHuman, call: ToolCall, tool_call: Any) -> GateAnswer:
+    """Claude's ``AskUserQuestion`` put to a human one question at a time, each option of the
+    question an option to pick (a multi-select question too: a permission request takes one
+    choice), plus one to decline. Every question answered: allowed with Claude's ``answers``
+    (``{question text: label}``); one declined or dismissed: denied."""
+    questions = call.input.get("questions")
+    answers: dict[str, str] = {}
+    for question in questions if isinstance(questions, list) else []:
+        if not isinstance(question, dict):
+            continue
+        text = str(question.get("question") or question.get("header") or "")
+        labels = [str(o["label"]) for o in question.get("options") or [] if isinstance(o, dict) and o.get("label")]
+        offered = [
+            PermissionOption(option_id=f"answer-{i}", name=label, kind="allow_once") for i, label in enumerate(labels)
+        ]
+        offered.append(PermissionOption(option_id="decline", name="Don't answer", kind="reject_once"))
+        chosen = await ask(
+            offered, tool_call.model_copy(update={"title": text}), Decision("ask", "gate:question", text)
+        )
+        picked = next((o for o in offered if o.option_id == chosen and o.kind == "allow_once"), None)
+        if picked is None:
+            return GateAnswer("deny", "human", f"the user did not answer: {text}", decided_by="human")
+        answers[text] = picked.name
+    if not answers:
+        return GateAnswer("deny", "human", "the question has no options to answer with", decided_by="human")
+    return GateAnswer(
+        "allow", "human", "answered by the user", decided_by="human", updated_input={**call.input, "answers": answers}
+    )
 
 
 def _shape(call: ToolCall, last_plan: str | None) -> GateShape | None:

@@ -22,7 +22,11 @@ default, or a registry agent — with its session log, policy, gates and runner 
 - A permission the policy answers *ask* is forwarded to the editor as
   ``session/request_permission`` with the agent's own options and tool call; the editor's
   choice (by the option's kind) is the decision, logged with reason ``human`` and
-  ``decided_by: "human"``. Allowed or denied by the policy, the editor is not asked.
+  ``decided_by: "human"``. Allowed or denied by the policy, the editor is not asked. Claude's
+  ``AskUserQuestion`` is asked one question per request (the title is the question, the options
+  its answers plus "Don't answer"; a multi-select question takes one answer there), and the
+  answers reach Claude as its own ``answers``; ``ExitPlanMode`` is asked with Claude's options
+  and an approval hands Claude its plan back.
 - ``session/cancel`` cancels the running turn; the prompt answers ``cancelled``.
 - A failed run answers the prompt with a JSON-RPC error whose ``data`` is ``{code, message}``.
 - When the editor goes away (stdin closes), each session's run is closed (``finished``; a turn
@@ -43,6 +47,7 @@ from typing import Any, Literal, cast
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
+    AllowedOutcome,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -76,7 +81,6 @@ from baton.runs.spec import RunOutcome
 
 __all__ = ["AcpServerOptions", "BatonAcpAgent"]
 
-_ALLOW_KINDS = ("allow_once", "allow_always")
 _STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 _LIVE = ("queued", "running", "paused", "interrupted")
 _CLOSE_SECONDS = 15.0  # how long leaving waits for a session's run to end
@@ -370,15 +374,12 @@ class BatonAcpAgent:
             turns.put_nowait(("end", {}))
 
     def _ask_editor(self, session_id: str) -> AskHuman:
-        async def ask(options: list[PermissionOption], tool_call: Any, decision: Decision) -> bool:
+        async def ask(options: list[PermissionOption], tool_call: Any, decision: Decision) -> str | None:
             response = await self._client.request_permission(
                 options=options, session_id=session_id, tool_call=tool_call
             )
             outcome = response.outcome
-            if getattr(outcome, "outcome", None) != "selected":
-                return False
-            chosen = next((option for option in options if option.option_id == outcome.option_id), None)
-            return chosen is not None and chosen.kind in _ALLOW_KINDS
+            return outcome.option_id if isinstance(outcome, AllowedOutcome) else None
 
         return ask
 

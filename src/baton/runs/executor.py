@@ -62,12 +62,15 @@ class _UsageRecordingHost(BatonHost):
         entry: AgentEntry | None,
         ask_human: AskHuman | None = None,
         gates: HumanGates | None = None,
+        on_mode: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         async def wait_logged() -> None:
             await log.wait_committed(run_id, tap.last_seq)
 
         workspace = Workspace(gatekeeper.workspace, wait_logged)
-        super().__init__(gatekeeper, wait_logged, agent=entry, workspace=workspace, ask_human=ask_human, gates=gates)
+        super().__init__(
+            gatekeeper, wait_logged, agent=entry, workspace=workspace, ask_human=ask_human, gates=gates, on_mode=on_mode
+        )
         self.turn = _TurnUsage()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -260,7 +263,14 @@ class RunExecution:
             )
             await self._gates.load()
             host = _UsageRecordingHost(
-                self._gatekeeper, tap, self._log, self.run_id, self._entry, self._ask_human, self._gates
+                self._gatekeeper,
+                tap,
+                self._log,
+                self.run_id,
+                self._entry,
+                self._ask_human,
+                self._gates,
+                on_mode=self._mode_from_gate,
             )
             conn = connect_to_agent(cast(Any, host), tap)
             try:
