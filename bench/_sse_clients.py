@@ -1,8 +1,10 @@
 """SSE clients for ``bench/sse_fanout.py``, run in their own process.
 
-``python -m bench._sse_clients URL TOKEN CLIENTS LAST_ID`` opens CLIENTS streams on URL and
-reads each until it has frame LAST_ID; prints one JSON line: every client's ids in order and
-the delivery latencies (receive wall time minus the entry's ``ts``) in milliseconds.
+``python -m bench._sse_clients URL TOKEN CLIENTS LAST_ID`` opens CLIENTS streams on URL, prints
+``ready`` and reads each until it has frame LAST_ID; prints ``done`` as soon as the last client
+has it, then one JSON line: every client's ids in order, the delivery latencies (receive wall
+time minus the entry's ``ts``) in milliseconds, each client's first and last receive time
+(``time.monotonic``), and this process's CPU and wall seconds from ``ready`` to ``done``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _seconds(ts: bytes) -> float:
 
 async def _client(
     host: str, port: int, path: str, token: str, last_id: int, ready: asyncio.Event
-) -> tuple[list[int], list[float]]:
+) -> tuple[list[int], list[float], tuple[float, float]]:
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
     await writer.drain()
@@ -36,11 +38,14 @@ async def _client(
     ids: list[int] = []
     latencies: list[float] = []
     buffer = b""
+    first = last = 0.0
     while not ids or ids[-1] < last_id:
         chunk = await reader.read(65536)
         if not chunk:
             break
         now = time.time()
+        last = time.monotonic()
+        first = first or last
         buffer += chunk
         *frames, buffer = buffer.split(b"\n\n")  # chunk-size lines sit between frames: ignored
         for frame in frames:
@@ -57,7 +62,7 @@ async def _client(
             start = data.find(b'"ts":"') + 6  # the entry's ts, without parsing the whole entry
             latencies.append((now - _seconds(data[start : start + 24])) * 1000)
     writer.close()
-    return ids, latencies
+    return ids, latencies, (first, last)
 
 
 async def main(url: str, token: str, clients: int, last_id: int) -> None:
@@ -74,8 +79,19 @@ async def main(url: str, token: str, clients: int, last_id: int) -> None:
     await asyncio.gather(*(event.wait() for event in ready))
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    cpu_start, wall_start = time.process_time(), time.monotonic()
     results = await asyncio.gather(*tasks)
-    sys.stdout.write(json.dumps({"ids": [ids for ids, _ in results], "latencies": [lat for _, lat in results]}) + "\n")
+    cpu, wall = time.process_time() - cpu_start, time.monotonic() - wall_start
+    sys.stdout.write("done\n")
+    sys.stdout.flush()
+    summary = {
+        "ids": [ids for ids, _, _ in results],
+        "latencies": [latencies for _, latencies, _ in results],
+        "spans": [span for _, _, span in results],
+        "cpu_s": cpu,
+        "wall_s": wall,
+    }
+    sys.stdout.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":

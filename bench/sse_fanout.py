@@ -9,12 +9,17 @@ shared projection per run) in a separate process (``bench._sse_clients``).
   (stamped when it is appended, before the group commit) to its arrival at a client;
   target p99 ≤ 100 ms.
 - ``sse_fanout_lost``: frames missing or out of order over all clients (target 0).
-- ``sse_fanout_deliveries_per_s``: frames delivered per second over the whole run.
+- ``sse_fanout_deliveries_per_s``: frames delivered per second while the run emits: the
+  frames after each client's first, over the time from the first frame's arrival at any client
+  to the last frame's (the emission window as the clients see it; connecting, start-up and
+  shutdown are outside it). Every frame on time gives exactly the offered rate × clients; a
+  backlog that drains late lengthens the window and lowers the figure.
 - ``sse_fanout_cpu_pct``: CPU of the baton process (server, log writer, the writing run)
-  while it streams, in % of one core.
+  from the first entry written until every client has the last frame, in % of one core.
 - ``sse_fanout_kb_per_client``: resident memory of the baton process per connected client.
 - ``sse_fanout_cpu_pct_per_client``: the same, per connected client.
-- ``sse_fanout_client_cpu_pct``: CPU of the clients' process, to tell which side limits.
+- ``sse_fanout_client_cpu_pct``: CPU of the clients' process from its last connection until
+  every client has the last frame (measured by that process itself), to tell which side limits.
 - ``sse_fanout_acp_p50_ms`` / ``sse_fanout_acp_p99_ms``: the same latencies on ``view=acp``
   (log entries, no projection).
 - ``sse_fanout_max_deliveries_per_s``: the highest sustainable delivery rate: the entry rate
@@ -120,11 +125,10 @@ def _measure(home: Path, rate: int = RATE, seconds: float = SECONDS, view: str =
         rss_connected = _rss_kb()
         cpu_start, wall_start = time.process_time(), time.perf_counter()
         on_loop(_write(state, record.id, count, rate))
-        output = clients.stdout.readline()
+        assert clients.stdout.readline().strip() == "done"
         cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+        result = json.loads(clients.stdout.readline())
         clients.wait(60)
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        result = json.loads(output)
     finally:
         server.should_exit = True
         thread.join(30)
@@ -135,11 +139,25 @@ def _measure(home: Path, rate: int = RATE, seconds: float = SECONDS, view: str =
         "p50": statistics.median(latencies),
         "p99": latencies[int(len(latencies) * 0.99) - 1],
         "lost": float(lost),
-        "deliveries": len(latencies) / wall,
+        "deliveries": _delivery_rate(result["ids"], result["spans"]),
         "cpu": cpu / wall * 100,
         "kb_per_client": (rss_connected - rss_before) / CLIENTS,
-        "client_cpu": (children.ru_utime + children.ru_stime) / wall * 100,
+        "client_cpu": result["cpu_s"] / result["wall_s"] * 100,
     }
+
+
+def _delivery_rate(ids: list[list[int]], spans: list[list[float]]) -> float:
+    """Frames a second from the first frame's arrival at any client to the last frame's.
+
+    Each client's first frame opens its share of the window, so it is not counted: N frames
+    at ``rate`` span (N - 1) / rate seconds, and a run delivered on time gives exactly the
+    offered rate × clients.
+    """
+    received = [(frames, span) for frames, span in zip(ids, spans, strict=True) if frames]
+    if not received:
+        return 0.0
+    window = max(last for _, (_, last) in received) - min(first for _, (first, _) in received)
+    return sum(len(frames) - 1 for frames, _ in received) / window if window > 0 else 0.0
 
 
 def _sustainable() -> float:
