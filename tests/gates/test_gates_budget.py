@@ -113,3 +113,18 @@ def test_what_a_run_spent_is_read_back_from_its_log() -> None:
     ]
     spend = spend_from_log(entries)
     assert (spend.usd, spend.turns, spend.seconds) == (0.5, 5, 2.0)
+
+
+def test_a_turn_stopped_at_its_seconds_budget_reaches_it_and_time_at_gates_does_not_count() -> None:
+    spend = Spend()
+    spend.add_turn({}, 1.9)
+    assert check_budget(Budget(seconds=2), spend) is None
+    # baton stopped the turn when the budget ran out (its clock), whatever the agent reported
+    reached = check_budget(Budget(seconds=2, usd=5), spend, out_of_time=True)
+    assert reached is not None and reached.limits == ("seconds",)
+    assert check_budget(Budget(usd=5), spend, out_of_time=True) is None  # no seconds budget: nothing reached
+    entries = [
+        _entry("_baton/turn_complete", {"duration_ms": 9000, "gate_wait_ms": 8000}),  # 8 s waiting for a human
+        _entry("_baton/turn_complete", {"duration_ms": 1000, "gate_wait_ms": 3000}),  # never below zero
+    ]
+    assert spend_from_log(entries).seconds == 1.0

@@ -3,10 +3,12 @@ the run; ``continue`` with a higher budget resumes it to the end (baton.runs.bud
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
-from tests.runs.test_gates_claude import params_of, scripted
+from tests.runs.test_gates_claude import next_gate, params_of, scripted
 
 from baton.agents.processes import run_process_ids
 from baton.config import Settings
@@ -125,3 +127,53 @@ async def test_a_seconds_budget_counts_the_turns_time(settings: Settings, repo: 
     assert gate.input["limits"] == ["seconds"] and gate.input["spent"]["seconds"] > 0.01
     assert outcome.status == "finished", outcome
     assert (record.budget_seconds, record.budget_usd, record.budget_turns) == (3600, None, None)
+
+
+async def test_a_seconds_budget_stops_a_long_command_mid_turn_and_parks(settings: Settings, repo: Path) -> None:
+    """`sleep 20` in a turn with a budget of 3 s: the turn is interrupted when the budget runs out,
+    not when the command ends, and the run parks on its resource_limit gate with no process left."""
+    with scripted(settings, "long-command") as (configured, _):
+        async with Baton(configured) as baton:
+            spec = RunSpec(prompt="go", repo=repo, allow=("Bash(sleep:*)", "Bash(echo:*)"), budget_seconds=3)
+            handle = await baton.start(spec)
+            parked = await asyncio.wait_for(handle.wait(through_parks=False), 60)
+            assert parked.status == "paused", parked
+            assert run_process_ids(handle.run_id) == []
+            ledger = GateLedger(baton.store)
+            [gate] = await ledger.list(run_id=handle.run_id)
+            entries = await baton.log.read(handle.run_id)
+            await ledger.decide(gate.id, {"decision": "deny", "reason": "enough"}, decided_by="test")
+            assert await handle.continue_parked(parked) is None
+            outcome = await handle.wait()
+    assert gate.kind == "resource_limit" and parked.gate_id == gate.id and gate.input is not None
+    assert gate.input["limits"] == ["seconds"] and 3 <= gate.input["spent"]["seconds"] < 20
+    [turn] = params_of(entries, "_baton/turn_complete")
+    assert turn["stop_reason"] == "cancelled" and turn["gate_wait_ms"] == 0
+    [opened] = params_of(entries, "_baton/gate_opened")
+    assert opened["reason"] == "budget:seconds"
+    results = json.dumps([e["payload"] for e in entries if e["method"] == "session/update"])
+    assert "sleep 20" in results and '"done' not in results  # the command never finished
+    assert outcome.status == "failed" and outcome.code == "budget_exhausted", outcome
+
+
+@pytest.mark.slow  # a 5 s wait for the human on top of Claude's turn
+async def test_the_seconds_budget_stands_still_while_a_gate_waits_for_a_human(settings: Settings, repo: Path) -> None:
+    """A tool gate waits 5 s for its approval in a turn with a budget of 4 s: the wait is not the
+    agent's time, so the turn is not stopped and the run finishes."""
+    with scripted(settings, "needs-approval") as (configured, _):
+        async with Baton(configured) as baton:
+            handle = await baton.start(RunSpec(prompt="go", repo=repo, budget_seconds=4))
+            gate = await next_gate(baton.store, handle.run_id, within=60)
+            await asyncio.sleep(5)
+            await GateLedger(baton.store).decide(
+                gate.id,
+                {"decision": "approve", "bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash},
+                decided_by="test",
+            )
+            outcome = await asyncio.wait_for(handle.wait(), 60)
+            entries = await baton.log.read(handle.run_id)
+    assert outcome.status == "finished", outcome
+    assert (repo / "approved.txt").exists()
+    [turn] = params_of(entries, "_baton/turn_complete")
+    assert turn["gate_wait_ms"] >= 5000 and turn["stop_reason"] == "end_turn"
+    assert [p["kind"] for p in params_of(entries, "_baton/gate_opened")] == ["tool"]

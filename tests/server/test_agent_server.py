@@ -216,6 +216,39 @@ def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_proc
     assert (repo / "approved.txt").exists()
 
 
+def test_max_seconds_stops_the_long_turn_and_a_denied_budget_gate_ends_the_process(tmp_path: Path, repo: Path) -> None:
+    """--max-seconds (built into the run as `baton run` builds it): `sleep 20` is interrupted when the
+    budget runs out; the process waits on the resource_limit gate, and a denial ends it (exit 1)."""
+    home = tmp_path / "home"
+    rules = ("--allow", "Bash(sleep:*)", "--allow", "Bash(echo:*)")
+    args = ("--repo", str(repo), "--prompt", "wait", *rules, "--max-seconds", "2")
+    with agent_server(home, "long-command", *args) as (started, url, run_id):
+        wait_until(lambda: httpx.get(url + "/health").json()["run_status"] == "paused", 60, "the budget gate")
+        assert started[1].poll() is None
+
+        async def deny() -> dict[str, Any]:
+            store = Store.open(Settings.load({"BATON_HOME": str(home)}).resolved_database_url)
+            async with store:
+                ledger = GateLedger(store)
+                [gate] = await ledger.list(run_id=run_id)
+                await ledger.decide(gate.id, {"decision": "deny", "reason": "enough"}, decided_by="reviewer")
+                record = await store.get_run(run_id)
+                return {"gate": gate.to_json(), "budget_seconds": record.budget_seconds}
+
+        shown = asyncio.run(deny())
+        code, stderr = finish(started, 60)
+    assert shown["budget_seconds"] == 2 and shown["gate"]["kind"] == "resource_limit"
+    assert shown["gate"]["input"]["limits"] == ["seconds"]
+    assert code == 1, stderr
+
+    async def ended() -> str | None:
+        store = Store.open(Settings.load({"BATON_HOME": str(home)}).resolved_database_url)
+        async with store:
+            return (await store.get_run(run_id)).error_code
+
+    assert asyncio.run(ended()) == "budget_exhausted"
+
+
 @pytest.mark.slow
 def test_with_a_shared_postgres_baton_serve_sees_and_streams_the_sandboxed_run(
     tmp_path: Path, repo: Path, postgres_server: TemporaryPostgres

@@ -18,9 +18,20 @@ import typer
 
 from baton.cli._app import app
 from baton.cli._errors import report_error
+from baton.cli._spec import (
+    AgentOption,
+    AllowOption,
+    BudgetUsdOption,
+    DenyOption,
+    MaxSecondsOption,
+    MaxTurnsOption,
+    ModelOption,
+    ModeOption,
+    RepoOption,
+    build_spec,
+)
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-from baton.runs.spec import RunSpec
 
 __all__ = ["agent_server_command", "read_task_file"]
 
@@ -46,7 +57,7 @@ def read_task_file(path: Path) -> tuple[str, dict[str, Any]]:
 
 @app.command("agent-server")
 def agent_server_command(
-    repo: Annotated[Path, typer.Option("--repo", help="The repository (working tree) to run in.")],
+    repo: RepoOption,
     prompt: Annotated[str | None, typer.Option("--prompt", help="What the agent should do.")] = None,
     task_file: Annotated[
         Path | None, typer.Option("--task-file", help="A file holding the prompt (a .json file: {prompt, ...}).")
@@ -56,14 +67,14 @@ def agent_server_command(
     run_mode: Annotated[
         str, typer.Option("--run-mode", help="background: ends with the turn; interactive: stays up until close.")
     ] = "background",
-    agent: Annotated[str, typer.Option("--agent", help="The agent to run.")] = "claude",
-    model: Annotated[str | None, typer.Option("--model", help="The model the agent uses.")] = None,
-    mode: Annotated[
-        str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
-    ] = "default",
-    allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
-    deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Stop when the run costs this much.")] = None,
+    agent: AgentOption = "claude",
+    model: ModelOption = None,
+    mode: ModeOption = "default",
+    allow: AllowOption = None,
+    deny: DenyOption = None,
+    budget_usd: BudgetUsdOption = None,
+    max_turns: MaxTurnsOption = None,
+    max_seconds: MaxSecondsOption = None,
     owner: Annotated[
         str | None, typer.Option("--owner", help="Only tokens with this sub (or admin) see the run.")
     ] = None,
@@ -88,17 +99,19 @@ def agent_server_command(
         if task_file is not None:
             prompt, _ = read_task_file(task_file)
         mode_of_run: Literal["background", "interactive"] = "interactive" if run_mode == "interactive" else "background"
-        spec = RunSpec(
-            prompt=prompt or "",
-            repo=repo,
+        spec = build_spec(
+            prompt or "",
+            repo,
             agent=agent,
             model=model,
-            permission_mode=mode,
-            allow=tuple(allow or ()),
-            deny=tuple(deny or ()),
+            mode=mode,
+            allow=allow,
+            deny=deny,
             budget_usd=budget_usd,
-            task_id=task_id,
+            max_turns=max_turns,
+            max_seconds=max_seconds,
             run_mode=mode_of_run,
+            task_id=task_id,
             run_id=run_id,
             owner=owner,
         )

@@ -6,9 +6,7 @@ import asyncio
 import contextlib
 import os
 import secrets
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,8 +15,20 @@ from rich.console import Console
 from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
+from baton.cli._spec import (
+    AgentOption,
+    AllowOption,
+    BudgetUsdOption,
+    DenyOption,
+    MaxSecondsOption,
+    MaxTurnsOption,
+    ModelOption,
+    ModeOption,
+    RepoOption,
+    build_spec,
+)
 from baton.config import Settings
-from baton.errors import BatonError, UsageError
+from baton.errors import BatonError
 from baton.runs.spec import RunSpec
 
 __all__ = ["run_command"]
@@ -27,23 +37,15 @@ __all__ = ["run_command"]
 @app.command("run")
 def run_command(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    repo: Annotated[Path, typer.Option("--repo", help="The repository (working tree) to run in.")],
-    agent: Annotated[str, typer.Option("--agent", help="The agent to run.")] = "claude",
-    model: Annotated[str | None, typer.Option("--model", help="The model the agent uses.")] = None,
-    mode: Annotated[
-        str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
-    ] = "default",
-    allow: Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")] = None,
-    deny: Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")] = None,
-    budget_usd: Annotated[
-        float | None, typer.Option("--budget-usd", help="Ask to continue once the run costs this much (USD).")
-    ] = None,
-    max_turns: Annotated[
-        int | None, typer.Option("--max-turns", help="Ask to continue after this many model turns.")
-    ] = None,
-    max_seconds: Annotated[
-        float | None, typer.Option("--max-seconds", help="Ask to continue after the turns took this long.")
-    ] = None,
+    repo: RepoOption,
+    agent: AgentOption = "claude",
+    model: ModelOption = None,
+    mode: ModeOption = "default",
+    allow: AllowOption = None,
+    deny: DenyOption = None,
+    budget_usd: BudgetUsdOption = None,
+    max_turns: MaxTurnsOption = None,
+    max_seconds: MaxSecondsOption = None,
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
     ] = None,
@@ -66,38 +68,22 @@ def run_command(
     ] = False,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
-    agent_command: tuple[str, ...] = ()
-    if agent_cmd is not None:
-        import shlex
-
-        from baton.agents.command import COMMAND_AGENT
-
-        agent_command = tuple(shlex.split(agent_cmd))
-        if agent != "claude":
-            report_error(UsageError("invalid_argument", "--agent-cmd and --agent are exclusive"), json_output)
-            raise typer.Exit(2)
-        agent = COMMAND_AGENT
-        if trust_agent_permissions:
-            sys.stderr.write(
-                f"baton: --trust-agent-permissions: only what {agent_command[0] if agent_command else 'the agent'} "
-                "asks is gated; what it does without asking is not\n"
-            )
-    spec = RunSpec(
-        prompt=prompt,
-        repo=repo,
-        agent=agent,
-        agent_command=agent_command,
-        trust_agent_permissions=trust_agent_permissions,
-        model=model,
-        permission_mode=mode,
-        allow=tuple(allow or ()),
-        deny=tuple(deny or ()),
-        budget_usd=budget_usd,
-        budget_turns=max_turns,
-        budget_seconds=max_seconds,
-        run_mode="interactive" if interactive else "background",
-    )
     try:
+        spec = build_spec(
+            prompt,
+            repo,
+            agent=agent,
+            model=model,
+            mode=mode,
+            allow=allow,
+            deny=deny,
+            budget_usd=budget_usd,
+            max_turns=max_turns,
+            max_seconds=max_seconds,
+            run_mode="interactive" if interactive else "background",
+            agent_cmd=agent_cmd,
+            trust_agent_permissions=trust_agent_permissions,
+        )
         with _model_endpoint(scenario) as overrides:
             code = asyncio.run(_run(spec, Settings.load(None, **overrides), json_output, no_wait))
     except BatonError as exc:

@@ -10,7 +10,8 @@ What counts:
 - **turns**: counted by baton, one per model turn the agent reports (Claude's ``num_turns``),
   or one per prompt turn for an agent that reports none; checked at the end of every turn.
 - **seconds**: counted by baton, the time of the run's turns (each turn's ``duration_ms``, the
-  agent's or baton's own measure); checked at the end of every turn.
+  agent's or baton's own measure) less the time its gates waited for a human (``gate_wait_ms``);
+  watched during the turn: baton stops a turn that runs out of it (baton.runs.executor).
 
 A ``continue`` decision may raise the budget (``{"budget": {...}}``: each given field replaces
 the old one); :func:`continued_budget` applies it to the run's record.
@@ -133,16 +134,19 @@ class LimitReached:
         return {"limits": list(self.limits), "budget": self.budget.to_json(), "spent": self.spent}
 
 
-def check_budget(budget: Budget, spend: Spend, *, subtype: str | None = None) -> LimitReached | None:
+def check_budget(
+    budget: Budget, spend: Spend, *, subtype: str | None = None, out_of_time: bool = False
+) -> LimitReached | None:
     """The limits reached after a turn, or ``None``. ``subtype`` is the agent's result subtype:
-    Claude's ``error_max_budget_usd`` / ``error_max_turns`` mean it stopped at a limit itself."""
+    Claude's ``error_max_budget_usd`` / ``error_max_turns`` mean it stopped at a limit itself;
+    ``out_of_time``: baton stopped the turn when its seconds budget ran out."""
     reached: list[str] = []
     stopped = LIMIT_SUBTYPES.get(subtype or "")
     if budget.usd is not None and (stopped == "usd" or (spend.usd is not None and spend.usd >= budget.usd)):
         reached.append("usd")
     if budget.turns is not None and (stopped == "turns" or spend.turns >= budget.turns):
         reached.append("turns")
-    if budget.seconds is not None and spend.seconds >= budget.seconds:
+    if budget.seconds is not None and (out_of_time or spend.seconds >= budget.seconds):
         reached.append("seconds")
     if not reached:
         return None
@@ -188,7 +192,10 @@ def spend_from_log(entries: Sequence[Mapping[str, Any]]) -> Spend:
             usage = params
         elif method == "_baton/turn_complete":
             duration = params.get("duration_ms")
-            spend.add_turn(usage or params, duration / 1000 if isinstance(duration, int | float) else 0.0)
+            seconds = duration / 1000 if isinstance(duration, int | float) else 0.0
+            waited = params.get("gate_wait_ms")  # the turn's time waiting for humans does not count
+            seconds -= waited / 1000 if isinstance(waited, int | float) else 0.0
+            spend.add_turn(usage or params, max(seconds, 0.0))
             usage = None
     return spend
 

@@ -1,16 +1,17 @@
-"""A run's budget while it executes (baton.gates.budget): what it spent, the ``resource_limit``
-gate when a turn reaches the budget, and the ``continue`` decisions that raise it.
+"""A run's budget while it executes (baton.gates.budget): what it spent, the ``resource_limit`` gate
+when a turn reaches the budget, and the ``continue`` decisions that raise it.
 
-The executor calls :meth:`RunBudget.start` before the first turn and :meth:`RunBudget.after_turn`
-after each one. A reached budget opens a ``resource_limit`` gate (stored before
-``_baton/gate_opened`` is logged, the run ``paused`` on it) and the run **parks** at once: its
-turn is over, and Claude, stopped by ``max_budget_usd``, answers nothing more in that process.
-Whoever continues the parked run (``baton run`` waiting, ``baton resume``, a worker) calls
-:func:`continue_budget` first: the decided gate's new budget goes on the run's record and the
-gate is marked used (``used_by_call_id: "budget"``), so the continuation prompt does not name it
-as a call; the resumed execution logs its ``_baton/gate_resolved``. A ``resource_limit`` gate
-that was denied instead (``baton deny``, its expiry) ends the run when it is resumed: failed with
-``budget_exhausted``, before another turn.
+The executor calls :meth:`RunBudget.start` before the first turn and :meth:`RunBudget.after_turn` after each one;
+during a turn it watches :meth:`RunBudget.seconds_left` and stops the turn when a seconds budget
+runs out (the time a gate waits for a human does not count). A reached budget opens a
+``resource_limit`` gate (stored before ``_baton/gate_opened`` is logged, the run ``paused`` on it)
+and the run **parks** at once: its turn is over, and Claude, stopped by ``max_budget_usd``,
+answers nothing more in that process. Whoever continues the parked run (``baton run`` waiting,
+``baton resume``, a worker) calls :func:`continue_budget` first: the decided gate's new budget
+goes on the run's record and the gate is marked used (``used_by_call_id: "budget"``), so the
+continuation prompt does not name it as a call; the resumed execution logs its
+``_baton/gate_resolved``. A ``resource_limit`` gate that was denied instead (``baton deny``, its
+expiry) ends the run when it is resumed: failed with ``budget_exhausted``, before another turn.
 """
 
 from __future__ import annotations
@@ -90,15 +91,38 @@ class RunBudget:
     def turn_started(self) -> None:
         self._turn_started = time.monotonic()
 
-    async def after_turn(self, usage: Mapping[str, Any] | None, duration_ms: Any = None) -> GateRecord | None:
-        """Count the turn; when the budget is reached, open the ``resource_limit`` gate (the run
-        is then ``paused`` on it) and return it."""
+    def seconds_left(self, gate_wait: float) -> float | None:
+        """What is left of a seconds budget in the turn going on, ``gate_wait`` (the seconds it
+        waited for humans so far) not counted; ``None`` without a seconds budget."""
+        if self.budget.seconds is None or self._turn_started is None:
+            return None
+        working = time.monotonic() - self._turn_started - gate_wait
+        return self.budget.seconds - self.spend.seconds - working
+
+    async def after_turn(
+        self,
+        usage: Mapping[str, Any] | None,
+        duration_ms: Any = None,
+        *,
+        gate_wait: float = 0.0,
+        out_of_time: bool = False,
+    ) -> GateRecord | None:
+        """Count the turn (its time less ``gate_wait``, the seconds it waited for humans); when the
+        budget is reached, or the turn was stopped at its seconds budget (``out_of_time``), open
+        the ``resource_limit`` gate (the run is then ``paused`` on it) and return it."""
         measured = time.monotonic() - self._turn_started if self._turn_started is not None else 0.0
         seconds = duration_ms / 1000 if isinstance(duration_ms, int | float) and duration_ms > 0 else measured
-        self.spend.add_turn(usage, seconds)
+        if out_of_time:
+            seconds = max(seconds, measured)  # an interrupted agent may report less than baton measured
+        self.spend.add_turn(usage, max(seconds - gate_wait, 0.0))
         self._turn_started = None
         subtype = (usage or {}).get("subtype")
-        reached = check_budget(self.budget, self.spend, subtype=subtype if isinstance(subtype, str) else None)
+        reached = check_budget(
+            self.budget,
+            self.spend,
+            subtype=subtype if isinstance(subtype, str) else None,
+            out_of_time=out_of_time,
+        )
         if reached is None:
             return None
         return await self._open(reached)

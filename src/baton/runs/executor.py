@@ -373,14 +373,18 @@ class RunExecution:
     async def _turn(self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: str) -> RunOutcome:
         host.turn.params = None
         host.turn_started()
+        assert self._gates is not None
+        gates = self._gates
+        waited_before = gates.waited_seconds()
         if self._budget is not None:
             self._budget.turn_started()
         prompt_task = asyncio.ensure_future(conn.prompt(session_id=session_id, prompt=[text_block(prompt)]))
         cancel_task = asyncio.ensure_future(self._cancel.wait())
-        assert self._gates is not None
-        park_task = asyncio.ensure_future(self._gates.park_event.wait())
+        park_task = asyncio.ensure_future(gates.park_event.wait())
+        clock_task = asyncio.ensure_future(self._out_of_time(waited_before))
+        out_of_time = False
         try:
-            await asyncio.wait({prompt_task, cancel_task, park_task}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({prompt_task, cancel_task, park_task, clock_task}, return_when=asyncio.FIRST_COMPLETED)
             if park_task.done() and not prompt_task.done() and self._entry is not None:
                 # An ACP agent cannot defer: it is stopped with its permission request unanswered,
                 # and on resume it proposes the call again.
@@ -388,7 +392,13 @@ class RunExecution:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await prompt_task
                 return self._parked_outcome()
-            if cancel_task.done() and not prompt_task.done():
+            if clock_task.done() and not prompt_task.done() and not cancel_task.done():
+                # The seconds budget ran out mid-turn: the turn is interrupted now, and the run
+                # parks on its resource_limit gate (never goes on spending past the budget).
+                out_of_time = True
+                if not await self._interrupt(conn, host, session_id, prompt_task):
+                    return await self._out_of_time_outcome(host, gates.waited_seconds() - waited_before)
+            elif cancel_task.done() and not prompt_task.done():
                 host.cancel_pending()
                 await conn.cancel(session_id=session_id)
             try:
@@ -410,6 +420,8 @@ class RunExecution:
         finally:
             cancel_task.cancel()
             park_task.cancel()
+            clock_task.cancel()
+        gate_wait = gates.waited_seconds() - waited_before
         usage: dict[str, Any] = host.turn.params or _acp_usage(response, host.last_usage_update)
         stop_reason = str(response.stop_reason)
         if self._snapshots is not None:  # a turn's snapshots are logged before its end
@@ -421,6 +433,7 @@ class RunExecution:
                 "usage": usage.get("usage"),
                 "total_cost_usd": usage.get("total_cost_usd"),
                 "duration_ms": usage.get("duration_ms"),
+                "gate_wait_ms": int(gate_wait * 1000),
             },
         )
         if self._parked and not self._cancel.is_set():  # Claude deferred the call: the turn ended, the run parks
@@ -429,7 +442,9 @@ class RunExecution:
         # when a permission is answered with its only reject option (abort).
         cancelled = stop_reason == "cancelled" and self._cancel.is_set()
         if self._budget is not None and not self._cancel.is_set():
-            limit = await self._budget.after_turn(host.turn.params or usage, usage.get("duration_ms"))
+            limit = await self._budget.after_turn(
+                host.turn.params or usage, usage.get("duration_ms"), gate_wait=gate_wait, out_of_time=out_of_time
+            )
             if limit is not None:  # a resource_limit gate: the run parks on it until it is continued
                 return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id)
         return RunOutcome(
@@ -442,6 +457,57 @@ class RunExecution:
             result=usage.get("result"),
             usage=usage.get("usage"),
         )
+
+    async def _out_of_time(self, waited_before: float) -> None:
+        """Returns when the run's seconds budget runs out during this turn (never without one);
+        the clock stands still while a gate waits for a human."""
+        assert self._gates is not None
+        while True:
+            left = (
+                None
+                if self._budget is None
+                else self._budget.seconds_left(self._gates.waited_seconds() - waited_before)
+            )
+            if left is None:
+                await asyncio.Event().wait()  # no seconds budget: only the other ends of the turn
+                return
+            if left <= 0 and not self._gates.waiting:
+                return
+            await asyncio.sleep(min(max(left, 0.02), _CLOCK_TICK))
+
+    async def _interrupt(
+        self, conn: Any, host: _UsageRecordingHost, session_id: str, prompt: asyncio.Future[Any]
+    ) -> bool:
+        """Interrupt the agent's turn (as a cancel does); whether its turn ended within the wait."""
+        host.cancel_pending()
+        with contextlib.suppress(Exception):
+            await conn.cancel(session_id=session_id)
+        done, _ = await asyncio.wait({prompt}, timeout=_INTERRUPT_WAIT_SECONDS)
+        if done:
+            return True
+        prompt.cancel()  # the agent did not stop: it is stopped with the park (no process outlives it)
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await prompt
+        return False
+
+    async def _out_of_time_outcome(self, host: _UsageRecordingHost, gate_wait: float) -> RunOutcome:
+        """The seconds budget ran out and the agent did not end its turn when asked: the turn is
+        counted as it stands, the resource_limit gate opened and the run parks on it."""
+        assert self._budget is not None
+        usage: dict[str, Any] = host.turn.params or {}
+        self._note(
+            "turn_complete",
+            {
+                "stop_reason": "cancelled",
+                "usage": usage.get("usage"),
+                "total_cost_usd": usage.get("total_cost_usd"),
+                "duration_ms": None,
+                "gate_wait_ms": int(gate_wait * 1000),
+            },
+        )
+        limit = await self._budget.after_turn(usage, None, gate_wait=gate_wait, out_of_time=True)
+        assert limit is not None  # out_of_time always reaches a seconds budget
+        return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id)
 
     @property
     def _parked(self) -> bool:
@@ -461,6 +527,10 @@ class RunExecution:
                 details={"returncode": report.returncode, "stderr_tail": report.stderr_tail},
             )
         return AgentError("agent_exited", "the agent closed the connection")
+
+
+_CLOCK_TICK = 0.25  # how often a seconds budget is looked at during a turn
+_INTERRUPT_WAIT_SECONDS = 10.0  # an interrupted agent gets this long to end its turn before it is stopped
 
 
 def _budget_exhausted(run_id: str, gate_id: str) -> RunOutcome:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,6 +65,19 @@ class RunGates:
         self._books: asyncio.Task[None] | None = None  # bookkeeping after the last decision
         self.parked: GateRecord | None = None
         self.park_event = asyncio.Event()
+        self._waiting = 0  # gates waiting in-process for a human right now
+        self._waited = 0.0  # seconds this execution spent waiting for humans (a seconds budget skips them)
+        self._wait_started = 0.0
+
+    @property
+    def waiting(self) -> bool:
+        """A gate waits in-process for a human now (the clock of a seconds budget stands still)."""
+        return self._waiting > 0
+
+    def waited_seconds(self) -> float:
+        """The seconds this execution has waited in-process for humans so far (a wait going on included)."""
+        ongoing = time.monotonic() - self._wait_started if self._waiting else 0.0
+        return self._waited + ongoing
 
     @property
     def session_rules(self) -> tuple[str, ...]:
@@ -152,7 +166,15 @@ class RunGates:
             },
         )
         await self._store.update_run(self._run_id, status="paused", status_reason=gate.id)
-        decided = await wait_for_decision(self._store, self._run_id, gate.id, within=self._grace, stop=cancelled)
+        if not self._waiting:
+            self._wait_started = time.monotonic()
+        self._waiting += 1
+        try:
+            decided = await wait_for_decision(self._store, self._run_id, gate.id, within=self._grace, stop=cancelled)
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self._waited += time.monotonic() - self._wait_started
         if decided is None and cancelled.is_set():
             await self._ledger.deny_all_pending(self._run_id, reason="cancelled", decided_by="cancel")
             decided = await self._ledger.get(gate.id)

@@ -169,6 +169,8 @@ async def decided_calls(store: Store, run_id: str, paused_on: str | None) -> lis
             continue
         if gate.status in ("pending", "superseded") or decision.get("used_by_call_id"):
             continue
+        if gate.kind == "resource_limit":  # no call: the budget is applied or ends the run (baton.runs.budgeting)
+            continue
         found.append(
             DecidedCall(
                 gate_id=gate.id,

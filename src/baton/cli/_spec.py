@@ -1,0 +1,97 @@
+"""What ``baton run`` and ``baton agent-server`` share: the options that describe a run (agent,
+model, mode, rules, budget) and the one builder that turns them into a :class:`RunSpec`."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from baton.errors import UsageError
+from baton.runs.spec import RunSpec
+
+__all__ = [
+    "AgentOption",
+    "AllowOption",
+    "BudgetUsdOption",
+    "DenyOption",
+    "MaxSecondsOption",
+    "MaxTurnsOption",
+    "ModeOption",
+    "ModelOption",
+    "RepoOption",
+    "build_spec",
+]
+
+RepoOption = Annotated[Path, typer.Option("--repo", help="The repository (working tree) to run in.")]
+AgentOption = Annotated[str, typer.Option("--agent", help="The agent to run.")]
+ModelOption = Annotated[str | None, typer.Option("--model", help="The model the agent uses.")]
+ModeOption = Annotated[
+    str, typer.Option("--mode", help="Permission mode: default, acceptEdits, plan, bypassPermissions.")
+]
+AllowOption = Annotated[list[str] | None, typer.Option("--allow", help="Allow rule, e.g. 'Bash(npm test:*)'.")]
+DenyOption = Annotated[list[str] | None, typer.Option("--deny", help="Deny rule, e.g. 'Write(secrets/**)'.")]
+BudgetUsdOption = Annotated[
+    float | None, typer.Option("--budget-usd", help="Ask to continue once the run costs this much (USD).")
+]
+MaxTurnsOption = Annotated[int | None, typer.Option("--max-turns", help="Ask to continue after this many model turns.")]
+MaxSecondsOption = Annotated[
+    float | None,
+    typer.Option("--max-seconds", help="Ask to continue once the run's turns took this long (checked mid-turn)."),
+]
+
+
+def build_spec(
+    prompt: str,
+    repo: Path,
+    *,
+    agent: str,
+    model: str | None,
+    mode: str,
+    allow: list[str] | None,
+    deny: list[str] | None,
+    budget_usd: float | None,
+    max_turns: int | None,
+    max_seconds: float | None,
+    run_mode: Literal["background", "interactive"],
+    agent_cmd: str | None = None,
+    trust_agent_permissions: bool = False,
+    task_id: str | None = None,
+    run_id: str | None = None,
+    owner: str | None = None,
+) -> RunSpec:
+    """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
+    agent_command: tuple[str, ...] = ()
+    if agent_cmd is not None:
+        from baton.agents.command import COMMAND_AGENT
+
+        agent_command = tuple(shlex.split(agent_cmd))
+        if agent != "claude":
+            raise UsageError("invalid_argument", "--agent-cmd and --agent are exclusive")
+        agent = COMMAND_AGENT
+        if trust_agent_permissions:
+            sys.stderr.write(
+                f"baton: --trust-agent-permissions: only what {agent_command[0] if agent_command else 'the agent'} "
+                "asks is gated; what it does without asking is not\n"
+            )
+    return RunSpec(
+        prompt=prompt,
+        repo=repo,
+        agent=agent,
+        agent_command=agent_command,
+        trust_agent_permissions=trust_agent_permissions,
+        model=model,
+        permission_mode=mode,
+        allow=tuple(allow or ()),
+        deny=tuple(deny or ()),
+        budget_usd=budget_usd,
+        budget_turns=max_turns,
+        budget_seconds=max_seconds,
+        task_id=task_id,
+        run_mode=run_mode,
+        run_id=run_id,
+        owner=owner,
+    )
