@@ -304,7 +304,6 @@ def test_tasks_are_stored_read_back_and_name_the_defaults_of_a_run(
     for body, field in [
         ({"prompt": ""}, "prompt"),
         ({"prompt": "x", "repo": "relative"}, "repo"),
-        ({"prompt": "x", "metadata": {"_baton_owner": "mallory"}}, "metadata._baton_owner"),
         ({"prompt": "x", "owner": "mallory"}, "owner"),
         ({"prompt": "x", "metadata": [1]}, "metadata"),
     ]:

@@ -186,6 +186,15 @@ def test_a_token_for_one_run_or_one_task_sees_nothing_else(
     assert get(server, f"/v1/tasks/{task_id}", alice).status_code == 200
     hidden = get(server, f"/v1/tasks/{task_id}", bob)
     assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "task_not_found"
+    # The owner is the token's sub (tasks.owner), never the metadata: the old key is plain metadata now.
+    spoof = httpx.post(
+        server.base_url + "/v1/tasks",
+        json={"prompt": "s", "metadata": {"_baton_owner": "alice-tasks"}},
+        headers={"Authorization": f"Bearer {bob}"},
+    )
+    assert spoof.status_code == 201 and spoof.json()["metadata"] == {"_baton_owner": "alice-tasks"}
+    assert get(server, f"/v1/tasks/{spoof.json()['id']}", alice).status_code == 404
+    assert get(server, f"/v1/tasks/{spoof.json()['id']}", bob).json()["metadata"] == {"_baton_owner": "alice-tasks"}
     started = httpx.post(
         server.base_url + "/v1/runs",
         json={"task_id": task_id, "repo": str(repo)},

@@ -98,6 +98,45 @@ async def test_data_written_at_0001_reads_back_at_head(blank_store_url: str) -> 
         await log.flush()
 
 
+async def test_task_owners_kept_in_metadata_at_0002_move_to_the_owner_column(blank_store_url: str) -> None:
+    engine = make_engine(blank_store_url)
+    upgrade(engine, "0002")
+    insert_task = text(
+        "INSERT INTO tasks (id, prompt, metadata, created_at) VALUES (:id, 'p', :metadata, '2026-11-01T00:00:00.000Z')"
+    )
+    with engine.begin() as connection:
+        for task_id, metadata in [
+            ("task_owned", {"_baton_owner": "alice", "team": "x"}),
+            ("task_cli", {"team": "y"}),
+            ("task_bare", None),
+            ("task_odd", {"_baton_owner": 7}),  # not a string: no owner, the key still goes
+        ]:
+            connection.execute(
+                insert_task, {"id": task_id, "metadata": None if metadata is None else json.dumps(metadata)}
+            )
+        connection.execute(
+            text(
+                "INSERT INTO runs (run_key, id, agent, permission_mode, run_mode, status, created_at)"
+                " VALUES (3, 'run_queued_old', 'claude', 'default', 'background', 'queued', '2026-11-01T00:00:00.000Z')"
+            )
+        )
+    engine.dispose()
+
+    async with Store.open(blank_store_url) as store:
+        owned = await store.get_task("task_owned")
+        assert (owned.owner, owned.metadata) == ("alice", {"team": "x"})
+        cli = await store.get_task("task_cli")
+        assert (cli.owner, cli.metadata) == (None, {"team": "y"})
+        assert ((await store.get_task("task_bare")).owner, (await store.get_task("task_bare")).metadata) == (None, {})
+        odd = await store.get_task("task_odd")
+        assert (odd.owner, odd.metadata) == (None, {})
+        # A run queued before runs.request existed has none: it cannot be restarted from its request.
+        assert (await store.get_run("run_queued_old")).request is None
+        created = await store.create_task("q", owner="bob", metadata={"_baton_owner": "mallory"})
+        again = await store.get_task(created.id)
+        assert (again.owner, again.metadata) == ("bob", {"_baton_owner": "mallory"})
+
+
 async def test_processes_opening_a_blank_database_at_once_all_succeed(blank_store_url: str) -> None:
     # Threads stand in for processes: each Store has its own engine and connections.
     stores = await asyncio.gather(*(asyncio.to_thread(Store.open, blank_store_url) for _ in range(4)))

@@ -66,6 +66,7 @@ class TaskRecord:
     title: str | None
     metadata: dict[str, Any]
     created_at: str
+    owner: str | None = None  # who created it (the server's token ``sub``); None from the CLI
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +113,9 @@ class RunRecord:
     heartbeat_at: str | None
     budget_turns: int | None
     budget_seconds: float | None
+    # What it was asked to do beyond the columns above (prompt, allow/deny/ask, agent command);
+    # None for runs recorded before baton kept it, and runs continuing an ended one.
+    request: dict[str, Any] | None = None
 
     @property
     def is_terminal(self) -> bool:

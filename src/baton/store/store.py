@@ -103,8 +103,9 @@ class Store:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         task_id: str | None = None,
+        owner: str | None = None,
     ) -> TaskRecord:
-        """Insert a task; ``task_id`` defaults to a new sortable ``task_…`` id."""
+        """Insert a task; ``task_id`` defaults to a new sortable ``task_…`` id; ``owner`` is who may see it."""
         values: dict[str, Any] = {
             "id": task_id or new_task_id(),
             "prompt": prompt,
@@ -112,6 +113,7 @@ class Store:
             "title": title,
             "metadata": dict(metadata or {}),
             "created_at": utc_timestamp(),
+            "owner": owner,
         }
         try:
             return await asyncio.to_thread(_rundata.create_task, self.engine, values)
@@ -140,8 +142,13 @@ class Store:
         owner: str | None = None,
         resumed_from: str | None = None,
         run_id: str | None = None,
+        request: Mapping[str, Any] | None = None,
     ) -> RunRecord:
-        """Insert a ``queued`` run; ``run_id`` defaults to a new sortable id."""
+        """Insert a ``queued`` run; ``run_id`` defaults to a new sortable id.
+
+        ``request`` is what the run was asked to do beyond the other fields (its prompt …): a
+        queued run whose process died is started from it (docs/runs.md "Workers").
+        """
         if run_mode not in RUN_MODES:
             raise UsageError("invalid_argument", f"run_mode must be one of {sorted(RUN_MODES)}")
         values: dict[str, Any] = {
@@ -160,6 +167,7 @@ class Store:
             "owner": owner,
             "resumed_from": resumed_from,
             "created_at": utc_timestamp(),
+            "request": None if request is None else dict(request),
         }
         return await asyncio.to_thread(self._create_run, values)
 

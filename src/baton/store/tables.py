@@ -47,6 +47,7 @@ tasks = Table(
     Column("title", Text),
     Column("metadata", JSON_VALUE),
     Column("created_at", Text, nullable=False),
+    Column("owner", Text),  # who created it (the server's token ``sub``); None from the CLI
 )
 
 runs = Table(
@@ -77,6 +78,9 @@ runs = Table(
     Column("heartbeat_at", Text),
     Column("budget_turns", Integer),
     Column("budget_seconds", Float),
+    # What the run was asked to do beyond its columns (prompt, allow/deny/ask, agent command):
+    # a queued run whose process died is started from its beginning from this.
+    Column("request", JSON_VALUE),
     Index("ix_runs_status", "status"),
     Index("ix_runs_executor_id", "executor_id"),
 )

@@ -1,27 +1,24 @@
 """``POST /v1/tasks``, ``GET /v1/tasks/{id}``: what to do, stored for runs to name (``task_id``).
 
-A task belongs to the ``sub`` of the token that created it, as a run does; another owner's
-task answers exactly like a missing one (404 ``task_not_found``). The ``tasks`` table has no
-owner column yet: the owner is kept in the stored metadata under :data:`OWNER_KEY`, which is
-reserved and never shown.
+A task belongs to the ``sub`` of the token that created it (``tasks.owner``), as a run does;
+another owner's task answers exactly like a missing one (404 ``task_not_found``). The owner is
+never taken from the request: ``metadata`` is the client's own, stored and shown as given.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from baton.errors import NotFoundError, UsageError
+from baton.errors import NotFoundError
 from baton.server.auth import Principal
 from baton.server.models import CreateTaskRequest, ErrorResponse, Task
 from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
 from baton.server.state import ServerState, server_state
 from baton.store import TaskRecord
 
-__all__ = ["OWNER_KEY", "router", "task_owner", "visible_task"]
-
-OWNER_KEY: Final = "_baton_owner"
+__all__ = ["router", "visible_task"]
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=AUTH_RESPONSES)
 
@@ -30,19 +27,13 @@ _TASK_NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def task_owner(task: TaskRecord) -> str | None:
-    owner = task.metadata.get(OWNER_KEY)
-    return owner if isinstance(owner, str) else None
-
-
 def task_object(task: TaskRecord) -> Task:
-    metadata = {key: value for key, value in task.metadata.items() if key != OWNER_KEY}
     return Task(
         id=task.id,
         prompt=task.prompt,
         repo=task.repo,
         title=task.title,
-        metadata=metadata,
+        metadata=task.metadata,
         created_at=task.created_at,
     )
 
@@ -50,7 +41,7 @@ def task_object(task: TaskRecord) -> Task:
 async def visible_task(state: ServerState, principal: Principal, task_id: str) -> TaskRecord:
     """The task if ``principal`` may see it; else ``task_not_found``, exactly as for a missing one."""
     task = await state.baton.store.get_task(task_id)
-    if not principal.may_see_task(task.id, task_owner(task)):
+    if not principal.may_see_task(task.id, task.owner):
         raise NotFoundError("task_not_found", f"no task {task_id}")
     return task
 
@@ -73,11 +64,9 @@ async def create_task(
     state.commands.take(principal.sub)
     if principal.task_id is not None or principal.run_id is not None:
         raise NotFoundError("task_not_found", "this token is limited to one run or task; it creates no task")
-    if OWNER_KEY in body.metadata:
-        raise UsageError("request_invalid", f"metadata.{OWNER_KEY}: reserved")
     repo = None if body.repo is None else str(allowed_repository(body.repo, state.config))
     task = await state.baton.store.create_task(
-        body.prompt, repo=repo, title=body.title, metadata={**body.metadata, OWNER_KEY: principal.sub}
+        body.prompt, repo=repo, title=body.title, metadata=body.metadata, owner=principal.sub
     )
     return task_object(task)
 
