@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -10,7 +12,7 @@ from sqlalchemy import inspect, text
 
 from baton.store import Redactor, SessionLog, Store
 from baton.store.engine import make_engine
-from baton.store.migrate import current_revision, head_revision, upgrade
+from baton.store.migrate import current_revision, declared_head, head_revision, upgrade
 from baton.store.tables import metadata
 
 pytestmark = pytest.mark.timeout(10)
@@ -147,3 +149,20 @@ async def test_processes_opening_a_blank_database_at_once_all_succeed(blank_stor
     finally:
         for store in stores:
             store.close()
+
+
+def test_the_head_read_from_the_migration_files_is_alembics() -> None:
+    assert declared_head() == head_revision()
+
+
+def test_a_store_at_head_opens_without_alembic(store_url: str) -> None:
+    """Every CLI command opens the store: one at the newest revision is opened without importing
+    Alembic or taking the write lock (a blank one is migrated by the tests above)."""
+    Store.open(store_url).close()
+    probe = (
+        "import sys; from baton.store import Store; "
+        f"Store.open({store_url!r}).close(); print(sorted(m for m in sys.modules if m.startswith('alembic')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

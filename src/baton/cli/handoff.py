@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,8 +14,9 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
-from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run
-from baton.store import Store
+
+if TYPE_CHECKING:  # the hand-off pulls in snapshots, ACP and the store: imported when a command runs
+    from baton.runs.handoff import ExportResult, ImportResult
 
 __all__ = ["export_command", "import_command"]
 
@@ -73,12 +74,18 @@ def import_command(
 
 
 async def _export(settings: Settings, run_id: str, out: Path) -> ExportResult:
+    from baton.runs.handoff import export_run
+    from baton.store import Store
+
     store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
     async with store:
         return await export_run(store, settings, run_id, out)
 
 
 async def _import(settings: Settings, file: Path, repo: Path | None, force: bool) -> ImportResult:
+    from baton.runs.handoff import import_run
+    from baton.store import Store
+
     settings.home.mkdir(parents=True, exist_ok=True)
     store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
     async with store:

@@ -27,13 +27,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from baton.acp.tap import EntrySink
 from baton.events.entry import Direction
 from baton.snapshots.archive import build_archive
 from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import ShadowRepo, Snapshot
+
+if TYPE_CHECKING:  # the ACP package costs ~0.5 s to import: CLI commands that read snapshots never need it
+    from baton.acp.tap import EntrySink
 
 __all__ = ["STORED_FIELDS", "TREE_SNAPSHOT", "SnapshotRecorder"]
 
