@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.cli._baton_cli import BatonCLI
+from tests.cli._terminal import run_in_terminal
 from tests.conftest import make_git_repo
 
 from baton.agents.processes import kill_run_processes, run_process_ids
@@ -116,44 +117,10 @@ async def _pending_gate(store: Store) -> GateRecord:
 
 
 def test_baton_run_in_a_terminal_asks_and_runs_the_approved_command(baton: BatonCLI, repo: Path) -> None:
-    import pty
-    import select
-    import subprocess
-
-    from tests.cli._baton_cli import baton_command
-
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [*baton_command(), "run", "go", "--repo", str(repo), "--scenario", "needs-approval"],
-        env={**baton.env, "COLUMNS": "200"},
-        stdin=terminal,
-        stdout=terminal,
-        stderr=terminal,
-        start_new_session=True,
-    )
-    os.close(terminal)
-    shown = b""
-    answered = False
-    deadline = time.monotonic() + 120
-    try:
-        while process.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([controller], [], [], 0.2)
-            if ready:
-                try:
-                    shown += os.read(controller, 65536)
-                except OSError:
-                    break
-            if not answered and b"approve?" in shown:
-                assert b"touch approved.txt" in shown
-                os.write(controller, b"y\n")
-                answered = True
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    assert answered, shown.decode(errors="replace")
-    assert process.returncode == 0, shown.decode(errors="replace")
+    args = ("run", "go", "--repo", str(repo), "--scenario", "needs-approval")
+    session = run_in_terminal(baton, args, [("approve?", "y")])
+    assert session.answered == 1 and "touch approved.txt" in session.shown, session.describe()
+    assert "[y]es / [n]o / [e]dit / [a]lways for this session" in session.shown
+    assert session.returncode == 0, session.describe()
     assert (repo / "approved.txt").exists()
-    assert b"by terminal" in shown  # the gate.resolved line names who decided
+    assert "by terminal" in session.shown  # the gate.resolved line names who decided
