@@ -177,3 +177,19 @@ async def test_the_seconds_budget_stands_still_while_a_gate_waits_for_a_human(se
     [turn] = params_of(entries, "_baton/turn_complete")
     assert turn["gate_wait_ms"] >= 5000 and turn["stop_reason"] == "end_turn"
     assert [p["kind"] for p in params_of(entries, "_baton/gate_opened")] == ["tool"]
+
+
+async def test_a_seconds_budget_stops_a_turn_waiting_on_a_slow_model(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "slow-model") as (configured, _):  # the model answers after 20 s
+        async with Baton(configured) as baton:
+            handle = await baton.start(RunSpec(prompt="go", repo=repo, budget_seconds=2))
+            parked = await asyncio.wait_for(handle.wait(through_parks=False), 60)
+            [gate] = await GateLedger(baton.store).list(run_id=handle.run_id)
+            entries = await baton.log.read(handle.run_id)
+            assert run_process_ids(handle.run_id) == []
+            await baton.cancel(handle.run_id)  # a parked run ends at once, its gate denied
+            record = await baton.store.get_run(handle.run_id)
+            [denied] = await GateLedger(baton.store).list(run_id=handle.run_id)
+    assert parked.status == "paused" and gate.input is not None and gate.input["limits"] == ["seconds"]
+    assert "Sorry for the wait." not in json.dumps([e["payload"] for e in entries])
+    assert record.status == "cancelled" and denied.status == "denied"

@@ -195,3 +195,21 @@ async def test_garbage_before_codex_speaks_is_logged_and_the_run_goes_on(
     assert malformed == ["not JSON at all", '{"jsonrpc": "2.0", "met']
     texts = [e["data"]["text"] for e in done.events if e["type"] == "message"]
     assert texts[:2] == malformed and "Hello from baton's scripted model. Nothing to do here." in texts
+
+
+async def test_a_seconds_budget_stops_codex_mid_command_and_parks(settings: Settings, repo: Path) -> None:
+    """An ACP agent's turn is interrupted the same way when the seconds budget runs out: the run
+    parks on its resource_limit gate and nothing of codex (the sandboxed `sleep 20` included) is left."""
+    from baton.gates.ledger import GateLedger
+
+    spec = RunSpec(prompt="go", repo=repo, agent="codex", allow=("Bash(sleep:*)", "Bash(echo:*)"), budget_seconds=3)
+    with scripted_openai(settings, "long-command") as (configured, _):
+        async with Baton(configured) as baton:
+            handle = await baton.start(spec)
+            parked = await asyncio.wait_for(handle.wait(through_parks=False), 60)
+            [gate] = await GateLedger(baton.store).list(run_id=handle.run_id)
+            entries = await baton.log.read(handle.run_id)
+    assert parked.status == "paused" and parked.gate_id == gate.id, parked
+    assert gate.kind == "resource_limit" and gate.input is not None and gate.input["limits"] == ["seconds"]
+    assert "session/cancel" in [entry["method"] for entry in entries]
+    assert not run_process_ids(handle.run_id)
