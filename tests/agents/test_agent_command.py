@@ -111,3 +111,36 @@ def test_baton_resume_starts_the_command_the_run_recorded(
         "turn 2: second"
     ]
     assert events[-1]["type"] == "task.finished" and events[-1]["data"]["total_cost_usd"] == 0.02
+
+
+async def test_an_agent_that_ignores_the_interrupt_is_stopped_when_its_seconds_budget_runs_out(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that goes on after `session/cancel` (this one streams for 20 s reading nothing):
+    the run does not wait for it past the interrupt's grace; the agent is stopped and the run
+    parks on its resource_limit gate (never fail open)."""
+    import baton.runs.executor
+    from baton.agents.processes import run_process_ids
+    from baton.gates.ledger import GateLedger
+
+    monkeypatch.setattr(baton.runs.executor, "_INTERRUPT_WAIT_SECONDS", 0.5)
+    spec = RunSpec(
+        prompt="go",
+        repo=repo,
+        agent=COMMAND_AGENT,
+        agent_command=(sys.executable, str(SCRIPT), "echo", "1000", "50"),
+        trust_agent_permissions=True,
+        budget_seconds=1,
+    )
+    async with Baton(settings) as api:
+        handle = await api.start(spec)
+        parked = await handle.wait(through_parks=False)
+        [gate] = await GateLedger(api.store).list(run_id=handle.run_id)
+        entries = await api.log.read(handle.run_id)
+        assert run_process_ids(handle.run_id) == []
+    assert parked.status == "paused" and parked.gate_id == gate.id, parked
+    assert gate.kind == "resource_limit" and gate.input is not None and gate.input["limits"] == ["seconds"]
+    [turn] = [e["payload"]["params"] for e in entries if e["method"] == "_baton/turn_complete"]
+    assert turn["stop_reason"] == "cancelled" and turn["duration_ms"] is None  # the agent never ended it
+    chunks = [e for e in entries if e["method"] == "session/update"]
+    assert 0 < len(chunks) < 1000
