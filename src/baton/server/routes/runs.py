@@ -20,7 +20,6 @@ from baton.store import RunRecord
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
-router.include_router(snapshots.router)  # /v1/runs/{id}/snapshots, /diff, /snapshots/{snap}/archive
 
 _Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
 _Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
@@ -113,3 +112,8 @@ async def get_run(run_id: str, request: Request, principal: _Reader) -> Response
     record = await visible_run(request, principal, run_id)
     # The hottest read: the record's own fields as JSON, skipping a validation round trip.
     return JSONResponse({name: getattr(record, name) for name in _RUN_FIELDS})
+
+
+# After the routes above: FastAPI tries a router's routes in order (twice per request), and
+# GET /v1/runs/{id} is the hottest read.
+router.include_router(snapshots.router)  # /v1/runs/{id}/snapshots, /diff, /snapshots/{snap}/archive
