@@ -57,7 +57,9 @@ async def _resume(
     async with Baton(settings) as baton:
         handle = await baton.resume(run_id, prompt, repo=repo)
         plan = handle.resume_plan
-        assert plan is not None
+        if plan is None:  # still queued: its process died before it started; it starts from its beginning
+            console.print(f"[bold]▶ started[/] queued run {escape(handle.run_id)} (its process died before it started)")
+            return await follow_run(baton, handle, console=console, json_output=json_output, no_wait=no_wait)
         # Events of this execution only: an in-place resume continues the run's event stream.
         after_log_seq = 0 if plan.resumed_from else plan.conversation.upto_seq
         if plan.resumed_from:

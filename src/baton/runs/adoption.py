@@ -1,10 +1,12 @@
 """Adopting runs whose executor died and which have work (DESIGN.md "Runs across processes").
 
 ``baton worker`` and ``baton serve`` scan the store every ``interval`` seconds for runs that
-no live process executes (``running``, ``paused`` or ``interrupted`` with a dead executor:
-:func:`~baton.runs.executors.executor_alive`, so a SIGKILLed process's runs qualify at once)
-and that have something to do:
+no live process executes (``queued``, ``running``, ``paused`` or ``interrupted`` with a dead
+executor: :func:`~baton.runs.executors.executor_alive`, so a SIGKILLed process's runs qualify
+at once) and that have something to do:
 
+- a ``queued`` run: its process died before it started; it starts from its beginning (its
+  spec is ``runs.request``; a run recorded without one is left alone),
 - an inbox command no process has taken (a user message, a cancel, a gate decision), or
 - a ``paused`` run whose gates are all decided (none pending, at least one approved, denied or
   answered).
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 from baton.errors import BatonError
 from baton.gates.ledger import GateLedger
 from baton.runs.executors import executor_alive
+from baton.runs.spec import spec_of_request
 from baton.store import Store
 from baton.store.records import RunRecord
 
@@ -34,12 +37,15 @@ if TYPE_CHECKING:
 
 __all__ = ["ADOPTABLE_STATUSES", "Adopter", "has_work"]
 
-ADOPTABLE_STATUSES: Final = ("running", "paused", "interrupted")
+ADOPTABLE_STATUSES: Final = ("queued", "running", "paused", "interrupted")
 _DECIDED: Final = frozenset({"approved", "denied", "answered"})
 
 
 async def has_work(store: Store, record: RunRecord) -> bool:
-    """Whether the run has something to do: an untaken inbox command, or decided gates and none pending."""
+    """Whether the run has something to do: its start (queued, with its request), an untaken inbox
+    command, or decided gates and none pending."""
+    if record.status == "queued":
+        return spec_of_request(record) is not None
     if await store.inbox_pending(record.id):
         return True
     if record.status != "paused":

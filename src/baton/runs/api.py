@@ -30,7 +30,7 @@ from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
-from baton.runs.executors import effective_status, executor_alive
+from baton.runs.executors import effective_status, executor_alive, this_executor_id
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
@@ -42,8 +42,8 @@ from baton.runs.resume import (
     resume_spec,
     run_keeping_conversation,
 )
-from baton.runs.spec import RunOutcome, RunSpec
-from baton.runs.workspaces import check_workspace_free
+from baton.runs.spec import RunOutcome, RunSpec, run_request, spec_of_request
+from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
 
@@ -192,18 +192,62 @@ class Baton:
         """Check the request, record the run, and start executing it in this process.
 
         ``ask_human`` answers the permissions the policy says to ask about (``baton acp``).
+        Refused with ``workspace_busy`` while another live run holds the repository — atomically
+        with recording the run, so of two processes starting at once exactly one records its run.
         """
+        entry, gatekeeper = await self._admit(spec)
+        launcher = self._launcher(spec, entry, gatekeeper)
+        repo = str(Path(spec.repo).resolve())
+        record = await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=repo,
+            cwd=repo,
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
+            owner=spec.owner,
+            run_id=spec.run_id,
+            request=run_request(spec),
+            executor_id=this_executor_id(),
+            exclusive=holds_workspace,
+        )
+        agent, gatekeeper, subprocess_entry = launcher(record.id)
+        return await self._execute(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
+
+    async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
+        """Everything that refuses a start before anything is recorded: the repository, the agent,
+        the budget, a busy workspace (early; the store's claim decides a race)."""
         repo = Path(spec.repo)
         if not repo.is_dir():
             raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
         entry = agent_entry(spec)
-        await check_workspace_free(self.store, repo.resolve())
+        await check_workspace_free(self.store, repo.resolve(), except_run=except_run)
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
-        gatekeeper = Gatekeeper(policy, repo.resolve())
+        return entry, Gatekeeper(policy, repo.resolve())
+
+    def _launcher(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper
+    ) -> Callable[[str], tuple[AgentProcess, Gatekeeper, AgentEntry | None]]:
+        """What starts the run's agent once the run has its id; refuses first (missing model
+        credentials, an ACP agent that cannot be made to ask for what the policy gates)."""
+        repo = Path(spec.repo).resolve()
         if entry.package is not None:
-            return await self._start_subprocess(spec, entry, gatekeeper, repo.resolve(), ask_human)
+            prepared = prepare_subprocess_agent(
+                entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
+            )
+
+            def subprocess_agent(run_id: str) -> tuple[AgentProcess, Gatekeeper, AgentEntry | None]:
+                self._redact_credentials(prepared)
+                launch = SubprocessLaunch(run_id, repo, self.settings.run_dir(run_id) / "agent-home", spec.model)
+                return prepared.start(launch), gatekeeper, entry
+
+            return subprocess_agent
         api_key = self.settings.anthropic_api_key
         if not api_key:
             raise RefusedError(
@@ -212,69 +256,51 @@ class Baton:
                 "or pass --scenario NAME to use baton's scripted model",
             )
         binary = self.settings.claude_binary or bundled_claude_binary()
-        self.redactor.add(api_key)
-        record = await self.store.create_run(
-            agent=spec.agent,
-            model=spec.model,
-            permission_mode=spec.permission_mode,
-            run_mode=spec.run_mode,
-            repo=str(repo.resolve()),
-            cwd=str(repo.resolve()),
-            task_id=spec.task_id,
-            budget_usd=spec.budget_usd,
-            budget_turns=spec.budget_turns,
-            budget_seconds=spec.budget_seconds,
-            owner=spec.owner,
-            run_id=spec.run_id,
-        )
-        run_id = record.id
-        run_dir = self.settings.run_dir(run_id)
-        env = claude_environment(
-            run_id=run_id,
-            agent_home=run_dir / "agent-home",
-            base_url=self.settings.anthropic_base_url,
-            api_key=api_key,
-            passthrough=self.settings.agent_env_passthrough,
-            parent=dict(os.environ),
-        )
-        gatekeeper = gatekeeper.with_plan_dir(run_dir / "agent-home" / ".claude" / "plans")
-        launch = ClaudeLaunch(
-            run_id=run_id,
-            binary=binary,
-            env=env,
-            launch_dir=run_dir / "launch",
-            model=spec.model,
-            max_budget_usd=spec.budget_usd,
-            permission_mode=spec.permission_mode,
-            hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
-        )
-        return await self._execute(run_id, spec, gatekeeper, InProcessClaude(launch), None, ask_human=ask_human)
 
-    async def _start_subprocess(
-        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, repo: Path, ask_human: AskHuman | None = None
-    ) -> RunHandle:
-        """An ACP agent baton spawns (codex): refused unless it can be made to ask for what the policy gates."""
-        prepared = prepare_subprocess_agent(
-            entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
-        )
-        record = await self.store.create_run(
-            agent=spec.agent,
-            model=spec.model,
-            permission_mode=spec.permission_mode,
-            run_mode=spec.run_mode,
-            repo=str(repo),
-            cwd=str(repo),
-            task_id=spec.task_id,
-            budget_usd=spec.budget_usd,
-            budget_turns=spec.budget_turns,
-            budget_seconds=spec.budget_seconds,
-            owner=spec.owner,
-            run_id=spec.run_id,
-        )
-        self._redact_credentials(prepared)
-        launch = SubprocessLaunch(record.id, repo, self.settings.run_dir(record.id) / "agent-home", spec.model)
-        agent = prepared.start(launch)
-        return await self._execute(record.id, spec, gatekeeper, agent, entry, ask_human=ask_human)
+        def claude(run_id: str) -> tuple[AgentProcess, Gatekeeper, AgentEntry | None]:
+            self.redactor.add(api_key)
+            run_dir = self.settings.run_dir(run_id)
+            env = claude_environment(
+                run_id=run_id,
+                agent_home=run_dir / "agent-home",
+                base_url=self.settings.anthropic_base_url,
+                api_key=api_key,
+                passthrough=self.settings.agent_env_passthrough,
+                parent=dict(os.environ),
+            )
+            launch = ClaudeLaunch(
+                run_id=run_id,
+                binary=binary,
+                env=env,
+                launch_dir=run_dir / "launch",
+                model=spec.model,
+                max_budget_usd=spec.budget_usd,
+                permission_mode=spec.permission_mode,
+                hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
+            )
+            planned = gatekeeper.with_plan_dir(run_dir / "agent-home" / ".claude" / "plans")
+            return InProcessClaude(launch), planned, None
+
+        return claude
+
+    async def _prepare_restart(self, record: RunRecord, ask_human: AskHuman | None) -> RunExecution:
+        """A queued run whose process died before it started: take it over and start it from its
+        beginning (its spec from ``runs.request``), as ``start`` would have."""
+        spec = spec_of_request(record)
+        if spec is None:
+            raise RefusedError(
+                "run_not_resumable",
+                f"run {record.id} was queued by a process that died before it started, and its request "
+                "was not recorded; start the task again",
+            )
+        entry, gatekeeper = await self._admit(spec, except_run=record.id)
+        launcher = self._launcher(spec, entry, gatekeeper)
+        if not await self.store.claim_run(
+            record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
+        ):
+            raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+        agent, gatekeeper, subprocess_entry = launcher(record.id)
+        return self._execution(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
 
     def _redact_credentials(self, prepared: PreparedAgent) -> None:
         """The subprocess agent's model key, and every key an ``--agent-cmd`` agent is given."""
@@ -383,28 +409,35 @@ class Baton:
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
         plan, execution = await self._prepare_resume(run_id, prompt, repo, ask_human, executing)
         runtime = await self.runtime()
-        attempt = 1 if plan.resumed_from else await runtime.next_attempt(plan.run_id)
+        target = execution.run_id
+        attempt = 1 if plan is not None and plan.resumed_from else await runtime.next_attempt(target)
 
         def execute() -> Awaitable[RunOutcome]:
-            return run_keeping_conversation(execution.run(), self.store, self.log, plan.run_id)
+            return run_keeping_conversation(execution.run(), self.store, self.log, target)
 
-        done = await runtime.submit(plan.run_id, execute, store=self.store, adopt=self._adopt, attempt=attempt)
-        handle = RunHandle(execution, asyncio.create_task(_outcome_of(done), name=f"baton-run-{plan.run_id}"), self)
-        self._runs[plan.run_id] = handle
+        done = await runtime.submit(target, execute, store=self.store, adopt=self._adopt, attempt=attempt)
+        handle = RunHandle(execution, asyncio.create_task(_outcome_of(done), name=f"baton-run-{target}"), self)
+        self._runs[target] = handle
         handle.resume_plan = plan
         return handle
 
     async def _adopt(self, run_id: str) -> Callable[[], Awaitable[RunOutcome]]:
         """An execution of ``run_id`` that continues it in place (a step DBOS runs again)."""
-        plan, execution = await self._prepare_resume(run_id, None, None, None, set())
-        return lambda: run_keeping_conversation(execution.run(), self.store, self.log, plan.run_id)
+        _, execution = await self._prepare_resume(run_id, None, None, None, set())
+        return lambda: run_keeping_conversation(execution.run(), self.store, self.log, execution.run_id)
 
     async def _prepare_resume(
         self, run_id: str, prompt: str | None, repo: Path | None, ask_human: AskHuman | None, executing: set[str]
-    ) -> tuple[ResumePlan, RunExecution]:
-        """Check, take the run over (docs/resume.md), and build its execution; nothing runs yet."""
+    ) -> tuple[ResumePlan | None, RunExecution]:
+        """Check, take the run over (docs/resume.md), and build its execution; nothing runs yet.
+
+        A run still ``queued`` never started (its process died first): it starts from its
+        beginning, with no plan (``prompt`` and ``repo`` do not apply to it).
+        """
         record = await self.store.get_run(run_id)
         check_resumable(record, prompt, executing)
+        if record.status == "queued":
+            return None, await self._prepare_restart(record, ask_human)
         if not record.is_terminal and (pending := await pending_gates(self.store, run_id)):
             raise RefusedError(
                 "run_paused",

@@ -24,8 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Engine, update
-
 from baton.acp.extensions import ResumeParams
 from baton.acp.replay import AgentRestore
 from baton.agents.processes import kill_run_processes, run_process_ids
@@ -36,9 +34,9 @@ from baton.runs.conversation import Conversation, Item, ToolCall
 from baton.runs.executors import executor_alive, this_executor_id
 from baton.runs.parking import DecidedCall, decided_calls
 from baton.runs.spec import RunSpec
+from baton.runs.workspaces import holds_workspace
 from baton.store import SessionLog, Store
 from baton.store.records import RunRecord
-from baton.store.tables import runs
 
 __all__ = [
     "CHECKPOINT_ENTRIES",
@@ -107,8 +105,9 @@ async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conve
         else:
             conversation = Conversation()
     start = conversation.upto_seq
-    while page := await log.read(run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE):
-        conversation.apply(page)
+    while page := await log.read_lazily(run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE):
+        # Decoded and folded off the event loop: a page of a long run is ~50 ms of CPU.
+        await asyncio.to_thread(conversation.apply, page)
     if conversation.upto_seq > start or stored is None:
         await _save(store, run_id, conversation)
     return conversation
@@ -184,6 +183,8 @@ async def plan_resume(
             budget_turns=record.budget_turns,
             budget_seconds=record.budget_seconds,
             resumed_from=run_id,
+            executor_id=this_executor_id(),
+            exclusive=holds_workspace,
         )
         await asyncio.to_thread(_copy_agent_config, settings, run_id, target.id)
         interrupted: list[ToolCall] = []
@@ -303,22 +304,17 @@ async def _run_started(log: SessionLog, run_id: str) -> dict[str, Any]:
 
 
 async def _take_over(store: Store, record: RunRecord) -> None:
-    """Become the run's executor (at most one process wins), then end what the dead one left."""
+    """Become the run's executor (at most one process wins, and only while no other run holds
+    its workspace), then end what the dead one left."""
     me = this_executor_id()
-    if not await asyncio.to_thread(_claim, store.engine, record.id, record.executor_id, me):
+    if not await store.claim_run(
+        record.id, expected_executor=record.executor_id, executor_id=me, exclusive=holds_workspace
+    ):
         raise RefusedError("run_active", f"run {record.id} was taken over by another process")
     if record.status in ("running", "paused"):
         await store.update_run(record.id, status="interrupted", status_reason="executor_dead")
     if run_process_ids(record.id):
         await asyncio.to_thread(kill_run_processes, record.id)
-
-
-def _claim(engine: Engine, run_id: str, expected: str | None, executor_id: str) -> bool:
-    # Compare-and-set: two resumes that both saw a dead executor cannot both take the run.
-    current = runs.c.executor_id.is_(None) if expected is None else runs.c.executor_id == expected
-    with engine.begin() as connection:
-        result = connection.execute(update(runs).where(runs.c.id == run_id, current).values(executor_id=executor_id))
-        return result.rowcount == 1
 
 
 def _copy_agent_config(settings: Settings, source_run: str, target_run: str) -> None:

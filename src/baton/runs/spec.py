@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec"]
+from baton.store.records import RunRecord
+
+__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "run_request", "spec_of_request"]
 
 RunEnd = Literal["finished", "failed", "cancelled", "paused"]  # paused: parked on a gate (not an end)
 
@@ -52,3 +54,42 @@ class RunOutcome:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+
+def run_request(spec: RunSpec) -> dict[str, Any]:
+    """What ``runs.request`` keeps of ``spec``: the fields the run's columns do not (its prompt …)."""
+    return {
+        "prompt": spec.prompt,
+        "allow": list(spec.allow),
+        "deny": list(spec.deny),
+        "ask": list(spec.ask),
+        "agent_command": list(spec.agent_command),
+        "trust_agent_permissions": spec.trust_agent_permissions,
+    }
+
+
+def spec_of_request(record: RunRecord) -> RunSpec | None:
+    """The spec a queued run was started with, from its record and ``runs.request``; None when
+    the run has no request (recorded by an older baton, or continuing an ended run)."""
+    request = record.request
+    if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
+        return None
+    return RunSpec(
+        prompt=request["prompt"],
+        repo=Path(record.repo or record.cwd or "."),
+        agent=record.agent,
+        model=record.model,
+        permission_mode=record.permission_mode,
+        allow=tuple(str(rule) for rule in request.get("allow") or ()),
+        deny=tuple(str(rule) for rule in request.get("deny") or ()),
+        ask=tuple(str(rule) for rule in request.get("ask") or ()),
+        budget_usd=record.budget_usd,
+        budget_turns=record.budget_turns,
+        budget_seconds=record.budget_seconds,
+        task_id=record.task_id,
+        run_mode="interactive" if record.run_mode == "interactive" else "background",
+        agent_command=tuple(str(arg) for arg in request.get("agent_command") or ()),
+        trust_agent_permissions=bool(request.get("trust_agent_permissions")),
+        run_id=record.id,
+        owner=record.owner,
+    )

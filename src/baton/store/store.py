@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
 from baton.store import _rundata
+from baton.store._workspaces import Holds, busy_error, holding_runs, lock_workspace
 from baton.store.engine import READ_ONLY, make_engine
 from baton.store.migrate import upgrade
 from baton.store.records import (
@@ -143,11 +144,17 @@ class Store:
         resumed_from: str | None = None,
         run_id: str | None = None,
         request: Mapping[str, Any] | None = None,
+        executor_id: str | None = None,
+        exclusive: Holds | None = None,
     ) -> RunRecord:
         """Insert a ``queued`` run; ``run_id`` defaults to a new sortable id.
 
         ``request`` is what the run was asked to do beyond the other fields (its prompt …): a
         queued run whose process died is started from it (docs/runs.md "Workers").
+        ``executor_id`` is the process that will execute it. With ``exclusive`` the run is
+        recorded only while no other run in its workspace (``repo``, else ``cwd``) holds it
+        (``exclusive(record)``), else ``RefusedError("workspace_busy")`` — atomically: of two
+        processes racing for one workspace exactly one records its run.
         """
         if run_mode not in RUN_MODES:
             raise UsageError("invalid_argument", f"run_mode must be one of {sorted(RUN_MODES)}")
@@ -168,8 +175,20 @@ class Store:
             "resumed_from": resumed_from,
             "created_at": utc_timestamp(),
             "request": None if request is None else dict(request),
+            "executor_id": executor_id,
         }
-        return await asyncio.to_thread(self._create_run, values)
+        return await asyncio.to_thread(self._create_run, values, exclusive)
+
+    async def claim_run(
+        self, run_id: str, *, expected_executor: str | None, executor_id: str, exclusive: Holds | None = None
+    ) -> bool:
+        """Make ``executor_id`` the run's executor if it still is ``expected_executor`` (compare-and-set:
+        of two processes taking over one run, one wins); False when another took it first.
+
+        With ``exclusive``, refused with ``workspace_busy`` while another run holds the run's
+        workspace, in the same transaction (as :meth:`create_run`).
+        """
+        return await asyncio.to_thread(self._claim_run, run_id, expected_executor, executor_id, exclusive)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``."""
@@ -251,9 +270,14 @@ class Store:
 
     # Blocking halves.
 
-    def _create_run(self, values: Mapping[str, Any]) -> RunRecord:
+    def _create_run(self, values: Mapping[str, Any], exclusive: Holds | None) -> RunRecord:
         try:
             with self.engine.begin() as connection:
+                workspace = values["repo"] or values["cwd"]
+                if exclusive is not None and workspace:
+                    lock_workspace(connection, workspace)
+                    if holders := holding_runs(connection, workspace, exclusive, except_run=None):
+                        raise busy_error(holders[0], workspace)
                 run_key = connection.execute(insert(runs).values(**values).returning(runs.c.run_key)).scalar_one()
                 connection.execute(
                     insert(run_transitions).values(
@@ -264,6 +288,22 @@ class Store:
         except IntegrityError as exc:
             raise UsageError("invalid_argument", f"cannot create run {values['id']}: {exc.orig}") from exc
         return _record(row)
+
+    def _claim_run(self, run_id: str, expected: str | None, executor_id: str, exclusive: Holds | None) -> bool:
+        with self.engine.begin() as connection:
+            found = connection.execute(select(runs.c.repo, runs.c.cwd).where(runs.c.id == run_id)).one_or_none()
+            if found is None:
+                raise NotFoundError("run_not_found", f"no run {run_id}")
+            workspace = found.repo or found.cwd
+            if exclusive is not None and workspace:
+                lock_workspace(connection, workspace)
+                if holders := holding_runs(connection, workspace, exclusive, except_run=run_id):
+                    raise busy_error(holders[0], workspace)
+            current = runs.c.executor_id.is_(None) if expected is None else runs.c.executor_id == expected
+            claimed = connection.execute(
+                update(runs).where(runs.c.id == run_id, current).values(executor_id=executor_id)
+            )
+            return claimed.rowcount == 1
 
     def _get_run(self, run_id: str) -> RunRecord:
         with self.engine.connect().execution_options(**READ_ONLY) as connection:
