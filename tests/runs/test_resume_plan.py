@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.golden.build import EntryLog
+from tests.golden.build import EntryLog, build_sample
 
 from baton.config import Settings
 from baton.errors import RefusedError
+from baton.runs import resume
 from baton.runs.conversation import Conversation, ToolCall, rebuild_conversation
 from baton.runs.executors import effective_status, executor_alive, process_start_ticks, this_executor_id
 from baton.runs.resume import (
@@ -325,6 +326,28 @@ async def test_the_conversation_is_stored_and_brought_up_to_date_incrementally(s
     finally:
         await log.aclose()
         await store.aclose()
+
+
+async def test_a_conversation_folded_page_by_page_from_the_store_equals_the_fold_of_the_whole_log(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of 4 end inside streamed agent text and between calls and their results.
+    monkeypatch.setattr(resume, "_PAGE", 4)
+    _updates, entries = build_sample("claude-multiturn-stdin")
+    async with Store.open(store_url) as store, SessionLog(store, Redactor()) as log:
+        record = await store.create_run(agent="claude")
+        log.open_run(record.id)
+        for entry in entries:
+            log.append(record.id, entry["direction"], entry["method"], entry["payload"])
+        await log.flush()
+        conversation = await load_conversation(store, log, record.id)
+        whole = rebuild_conversation(await log.read(record.id))
+        whole.trim(resume.STATE_CHARS)  # as a loaded conversation is stored
+        assert conversation.upto_seq == len(entries) > 4 * 3
+        assert conversation.to_dict() == whole.to_dict()
+        assert {call["tool"] for call in conversation.calls.values()} == {"Write", "Bash"}
+        assert (await store.load_conversation_state(record.id)) == (len(entries), whole.to_dict())
+        log.close_run(record.id)
 
 
 async def test_a_run_killed_before_its_prompt_reached_the_agent_is_resumed_with_its_task(

@@ -37,6 +37,26 @@ async def test_append_numbers_redacts_and_commits(log: SessionLog, run_id: str) 
     assert [entry["seq"] for entry in await log.read(run_id, after=0, until=1)] == [1]
 
 
+async def test_a_lazy_read_holds_the_entries_of_a_read_and_decodes_them_as_they_are_iterated(
+    log: SessionLog, run_id: str
+) -> None:
+    for n in range(30):
+        log.append(run_id, "from_agent", "session/update", message(n))
+    await log.flush()
+    lazy = await log.read_lazily(run_id, after=5, until=25)
+    assert len(lazy) == 20 and lazy.last_seq == 25
+    first, again = list(lazy), list(lazy)
+    assert first == again == await log.read(run_id, after=5, until=25)
+    assert [entry["payload"]["params"]["n"] for entry in first] == list(range(5, 25))
+    assert first[0]["payload"] is not again[0]["payload"]  # each iteration decodes anew
+    assert len(await log.read_lazily(run_id)) == 30
+    empty = await log.read_lazily(run_id, after=30)
+    assert not empty and empty.last_seq is None and list(empty) == []
+    with pytest.raises(NotFoundError) as missing:
+        await log.read_lazily("run-nobody")
+    assert missing.value.code == "run_not_found"
+
+
 async def test_concurrent_appends_are_gapless(store: Store, log: SessionLog, run_id: str) -> None:
     other = (await store.create_run(agent="codex")).id
     log.open_run(other)

@@ -141,11 +141,13 @@ class Conversation:
                 if type(update) is not dict or ("_meta" in params and _replayed(params)):
                     continue
                 meta = update.get("_meta")
-                if meta:
-                    baton = meta.get("baton") if type(meta) is dict else None
-                    if baton and type(baton) is dict and baton.get("replay") is True:
+                baton = None
+                if meta and type(meta) is dict:
+                    baton = meta.get("baton")
+                    if type(baton) is dict and baton.get("replay") is True:
                         continue
-                if update.get("sessionUpdate") == "agent_message_chunk":  # most updates: inline
+                kind = update.get("sessionUpdate")
+                if kind == "agent_message_chunk":  # most updates: inline
                     content = update.get("content")
                     text = content.get("text") if type(content) is dict else None
                     if not text or type(text) is not str:
@@ -156,7 +158,10 @@ class Conversation:
                         self._text("agent", text, merge=True)
                         agent_chunks = self._open
                     continue
-                self._update(update)
+                if kind == "tool_call" or kind == "tool_call_update":  # most other updates
+                    self._tool_update(update, baton)
+                else:
+                    self._update(kind, update)
             elif method == "session/prompt":
                 if entry["direction"] == "to_agent" and not _replayed(params):
                     text, self._rebuilt_prompt = self._rebuilt_prompt or _prompt_text(params.get("prompt")), None
@@ -172,13 +177,8 @@ class Conversation:
     def _agent_chunks(self) -> list[str] | None:
         return self._open if self._open is not None and self.items[-1]["type"] == "agent" else None
 
-    def _update(self, update: dict[str, Any]) -> None:
-        kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
-            self._text("agent", _content_text(update.get("content")), merge=True)
-        elif kind == "tool_call" or kind == "tool_call_update":
-            self._tool_update(update)
-        elif kind == "user_message_chunk":
+    def _update(self, kind: Any, update: dict[str, Any]) -> None:
+        if kind == "user_message_chunk":
             self._text("user", _content_text(update.get("content")), merge=True)
         elif kind == "plan":
             entries = update.get("entries")
@@ -209,38 +209,50 @@ class Conversation:
         self._flush()
         self._open = None
 
-    def _tool_update(self, update: dict[str, Any]) -> None:
+    def _tool_update(self, update: dict[str, Any], baton: Any) -> None:
+        """Fold a ``tool_call``/``tool_call_update``; ``baton`` is its ``_meta.baton``."""
         call_id = update.get("toolCallId")
-        if not isinstance(call_id, str):
+        if type(call_id) is not str:
             return
         call = self.calls.get(call_id)
         if call is None:
-            self._seal()
-            call = ToolCall(
-                id=call_id, tool=None, title=None, kind=None, input=None, status="pending", output=None, text=None
-            )
-            self.calls[call_id] = call
+            if self._open is not None:
+                self._seal()
+            call = self.calls[call_id] = {
+                "id": call_id,
+                "tool": None,
+                "title": None,
+                "kind": None,
+                "input": None,
+                "status": "pending",
+                "output": None,
+                "text": None,
+            }
             self.items.append({"type": "tool_call", "call_id": call_id})
-        meta = update.get("_meta")
-        baton = meta.get("baton") if isinstance(meta, dict) else None
-        if isinstance(baton, dict) and isinstance(baton.get("tool_name"), str):
-            call["tool"] = baton["tool_name"]
-        for field, key in (("title", "title"), ("kind", "kind")):
-            value = update.get(key)
-            if isinstance(value, str):
-                call[field] = value  # type: ignore[literal-required]
+        if type(baton) is dict:
+            tool_name = baton.get("tool_name")
+            if type(tool_name) is str:
+                call["tool"] = tool_name
+        title = update.get("title")
+        if type(title) is str:
+            call["title"] = title
+        kind = update.get("kind")
+        if type(kind) is str:
+            call["kind"] = kind
         if call["tool"] is None:
             call["tool"] = call["title"]
-        if "rawInput" in update and update["rawInput"] is not None:
-            call["input"] = update["rawInput"]
+        raw_input = update.get("rawInput")
+        if raw_input is not None:
+            call["input"] = raw_input
         if call["status"] in _ENDED:
             return  # a call ends once
         status = update.get("status")
-        if isinstance(status, str):
+        if type(status) is str:
             call["status"] = status
-        if "rawOutput" in update and update["rawOutput"] is not None:
-            call["output"] = update["rawOutput"]
-        if status in ("completed", "failed"):
+        raw_output = update.get("rawOutput")
+        if raw_output is not None:
+            call["output"] = raw_output
+        if status == "completed" or status == "failed":
             text = _content_text(update.get("content"))
             if text:
                 call["text"] = text
@@ -393,7 +405,9 @@ def _content_text(content: Any) -> str:
         text = content.get("text")
         return text if type(text) is str else ""
     if type(content) is list:
-        return "".join(_content_text(item) for item in content)
+        if len(content) == 1:  # most results: one block
+            return _content_text(content[0])
+        return "".join([_content_text(item) for item in content])
     return ""
 
 

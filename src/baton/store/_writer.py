@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Final, Protocol, cast
 
@@ -30,10 +30,12 @@ from baton.store._runlog import RunLog
 from baton.store.engine import READ_ONLY
 from baton.store.tables import log_entries, runs
 
-__all__ = ["LogWriter", "Queued", "Row", "read_entries", "run_position"]
+__all__ = ["LogWriter", "Queued", "Row", "StoredEntries", "StoredRow", "read_entries", "read_stored", "run_position"]
 
 # (run_key, seq, ts, direction, method, payload JSON text): one log_entries row.
 Row = tuple[int, int, str, Direction, str | None, str]
+# (seq, ts, direction, method, payload JSON text): a committed entry as read, payload not decoded.
+StoredRow = tuple[int, str, str, str | None, str]
 # The row, its run, and the redacted payload subscribers see once it is committed.
 Queued = tuple[Row, RunLog, dict[str, Any]]
 
@@ -213,10 +215,48 @@ def run_position(engine: Engine, run_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def read_entries(
+class StoredEntries:
+    """Committed entries whose payloads are decoded one at a time, as they are iterated.
+
+    A fold that lets each entry go before taking the next keeps one decoded payload alive
+    instead of a page of them: a page decoded at once puts millions of containers before the
+    cyclic garbage collector, which traverses them again at every collection (reading a
+    200k-entry run took 4.0 s of CPU so, 1.6 s with the collector off). Iterating twice
+    decodes twice.
+    """
+
+    __slots__ = ("_rows", "_run_id")
+
+    def __init__(self, run_id: str, rows: Sequence[StoredRow]) -> None:
+        self._run_id = run_id
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def last_seq(self) -> int | None:
+        """The seq of the last entry, None when there is none."""
+        return self._rows[-1][0] if self._rows else None
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        run_id = self._run_id
+        loads = orjson.loads
+        for seq, ts, direction, method, payload in self._rows:
+            yield {
+                "run_id": run_id,
+                "seq": seq,
+                "ts": ts,
+                "direction": cast(Direction, direction),
+                "method": method,
+                "payload": loads(payload),
+            }
+
+
+def read_stored(
     engine: Engine, run_id: str, run_key: int, after: int, until: int | None, limit: int | None = None
-) -> list[LogEntry]:
-    """Committed entries with ``after < seq <= until``, in seq order."""
+) -> StoredEntries:
+    """Committed entries with ``after < seq <= until``, in seq order, not decoded yet."""
     columns = log_entries.c
     query = select(columns.seq, columns.ts, columns.direction, columns.method, columns.payload).where(
         columns.run_key == run_key, columns.seq > after
@@ -226,14 +266,11 @@ def read_entries(
     query = query.order_by(columns.seq).limit(limit)
     with engine.connect().execution_options(**READ_ONLY) as connection:
         rows = connection.execute(query).all()
-    return [
-        LogEntry(
-            run_id=run_id,
-            seq=seq,
-            ts=ts,
-            direction=cast(Direction, direction),
-            method=method,
-            payload=cast(dict[str, Any], orjson.loads(payload)),
-        )
-        for seq, ts, direction, method, payload in rows
-    ]
+    return StoredEntries(run_id, cast(Sequence[StoredRow], rows))
+
+
+def read_entries(
+    engine: Engine, run_id: str, run_key: int, after: int, until: int | None, limit: int | None = None
+) -> list[LogEntry]:
+    """Committed entries with ``after < seq <= until``, in seq order."""
+    return list(read_stored(engine, run_id, run_key, after, until, limit))

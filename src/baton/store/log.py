@@ -37,7 +37,7 @@ from typing import Any, Final, Literal
 
 from baton.events.entry import Direction, LogEntry, utc_timestamp
 from baton.store._runlog import RunLog, Subscriber, Waiters
-from baton.store._writer import LogWriter, Queued, read_entries, run_position
+from baton.store._writer import LogWriter, Queued, StoredEntries, read_entries, read_stored, run_position
 from baton.store.redact import Redactor
 from baton.store.store import Store
 
@@ -192,6 +192,15 @@ class SessionLog:
         """Committed entries with ``after < seq <= until``."""
         run_key = await self._run_key(run_id)
         return await asyncio.to_thread(read_entries, self._store.engine, run_id, run_key, after, until)
+
+    async def read_lazily(self, run_id: str, after: int = 0, until: int | None = None) -> StoredEntries:
+        """The entries :meth:`read` returns, each payload decoded only as the result is iterated.
+
+        For a fold over a long log that keeps little of each entry (the conversation): the
+        decoded entries then die one by one instead of a page at a time.
+        """
+        run_key = await self._run_key(run_id)
+        return await asyncio.to_thread(read_stored, self._store.engine, run_id, run_key, after, until)
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[LogEntry, None]:
         """Committed entries with ``seq > after``: the stored ones, then live ones as they commit.
