@@ -257,3 +257,32 @@ def test_a_remembered_token_still_expires(tmp_path: Path, keys: tuple[KeyPair, .
     with pytest.raises(AuthError) as expired:
         authenticator.authenticate(bearer)
     assert expired.value.code == "token_expired"
+
+
+def test_the_token_is_checked_before_the_request_and_named_in_the_document(
+    server: RunningServer, keys: tuple[KeyPair, ...]
+) -> None:
+    # The scope check is one flat dependency that is itself the HTTPBearer scheme: it runs
+    # before the body and the query are validated, and the OpenAPI document still names it.
+    invalid = {"prompt": 7, "unknown": True}
+    refused = httpx.post(server.base_url + "/v1/runs", json=invalid, timeout=10)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_missing"
+    assert refused.headers["www-authenticate"] == 'Bearer realm="baton"'
+    reader = {"Authorization": f"Bearer {token(keys[0], scope='runs:read')}"}
+    refused = httpx.post(server.base_url + "/v1/runs", json=invalid, headers=reader, timeout=10)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "scope_missing"
+    too_many = httpx.get(server.base_url + "/v1/runs?limit=5000", headers=reader, timeout=10)
+    assert too_many.status_code == 422 and too_many.json()["error"]["code"] == "request_invalid"
+    document = httpx.get(server.base_url + "/openapi.json", timeout=10).json()
+    assert document["components"]["securitySchemes"] == {
+        "HTTPBearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An RS256 JWT, or the local token (`baton token`)",
+        }
+    }
+    operations = [(method, path, op) for path, item in document["paths"].items() for method, op in item.items()]
+    assert len(operations) > 15
+    for method, path, operation in operations:
+        expected = None if path == "/health" else [{"HTTPBearer": []}]
+        assert operation.get("security") == expected, (method, path)
