@@ -7,10 +7,12 @@ lifespan opening the store (SQLite), a run in it, and a token with ``runs:read``
   (header parse, RS256 verify, claims); ``http_jwt_cached_us``: of the same token again (a
   client sends one token on every request; only ``exp``/``nbf`` are checked again).
 - ``http_get_run_ms``: one whole request, the ASGI application called in process (routing,
-  the token, the store read in a worker thread, the response model). Reference: ~0.7 ms per
+  the token, the store read in a worker thread, the JSON response). Reference: ~0.7 ms per
   JWT-checked request in the TypeScript server.
 - ``http_request_overhead_ms``: the same minus one ``Store.get_run`` timed alike: what the
-  server adds to the store read. Target ≤ 0.2 ms.
+  server adds to the store read. Target ≤ 0.2 ms. It holds more than the server's own code
+  (~0.13 ms with the store read replaced by an in-memory one): the request's code after the
+  read in a worker thread runs cold, which a bare read in a loop does not pay (docs/server.md).
 - ``http_get_run_rps``: requests per second over loopback to a real uvicorn server, from one
   keep-alive httpx client in this process, one request at a time (wall clock).
 
