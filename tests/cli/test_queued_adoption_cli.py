@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -159,5 +160,12 @@ def test_baton_resume_starts_a_queued_run_whose_process_died(
     assert resumed.returncode == 0, resumed.describe()
     assert f"started queued run {second}" in resumed.stdout
     assert_started_once_from_its_beginning(url, second)
+    with sqlite3.connect(baton.home / "dbos.sqlite") as connection:
+        attempts = connection.execute(
+            "SELECT workflow_uuid, status FROM workflow_status WHERE workflow_uuid LIKE ? ORDER BY created_at",
+            (f"{second}:%",),
+        ).fetchall()
+    # The dead process's attempt, never dequeued, is cancelled: nothing may recover it behind baton's back.
+    assert attempts == [(f"{second}:1", "CANCELLED"), (f"{second}:2", "SUCCESS")]
     again = baton("resume", second)  # finished: nothing to resume without a prompt
     assert again.returncode == 3 and "run_ended" in again.stderr, again.describe()

@@ -82,6 +82,8 @@ async def test_a_run_whose_executor_died_holds_no_workspace(stores: list[Store])
     ended = await store.create_run(agent="claude", repo="/work/ws", executor_id="live-0", exclusive=live)
     await store.update_run(ended.id, status="finished")
     started = await store.create_run(agent="claude", repo="/work/ws", executor_id="live-1", exclusive=live)
+    # Recorded with its executor and a first heartbeat (a remote executor is judged by it at once).
+    assert (started.executor_id, started.heartbeat_at) == ("live-1", started.created_at)
     with pytest.raises(RefusedError) as refused:
         await store.create_run(agent="claude", repo="/work/ws", executor_id="live-2", exclusive=live)
     assert refused.value.code == "workspace_busy" and started.id in refused.value.message

@@ -304,10 +304,11 @@ class DurableRuntime:
             future.set_result(outcome)
 
     async def _beat(self) -> None:
-        """Keep ``heartbeat_at`` fresh on the runs executing here (how a remote executor is judged alive)."""
+        """Keep ``heartbeat_at`` fresh on the runs executing or queued here (how a remote executor is
+        judged alive: a queued run with a stale heartbeat would be started by a worker elsewhere)."""
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
-            for run_id in list(self._tasks):
+            for run_id in sorted(self.executing):
                 with contextlib.suppress(Exception):
                     await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
 

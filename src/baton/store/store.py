@@ -158,6 +158,7 @@ class Store:
         """
         if run_mode not in RUN_MODES:
             raise UsageError("invalid_argument", f"run_mode must be one of {sorted(RUN_MODES)}")
+        created_at = utc_timestamp()
         values: dict[str, Any] = {
             "id": run_id or new_run_id(),
             "task_id": task_id,
@@ -173,9 +174,11 @@ class Store:
             "budget_seconds": budget_seconds,
             "owner": owner,
             "resumed_from": resumed_from,
-            "created_at": utc_timestamp(),
+            "created_at": created_at,
             "request": None if request is None else dict(request),
             "executor_id": executor_id,
+            # Its first heartbeat: an executor on another host is judged alive by it from the start.
+            "heartbeat_at": created_at if executor_id else None,
         }
         return await asyncio.to_thread(self._create_run, values, exclusive)
 
