@@ -8,7 +8,7 @@ import pty
 import select
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tests.cli._baton_cli import BatonCLI, baton_command
@@ -27,13 +27,14 @@ class TerminalSession:
 def run_in_terminal(
     baton: BatonCLI,
     args: Sequence[str],
-    replies: Sequence[tuple[str, str]],
+    replies: Sequence[tuple[str, str | Callable[[], object]]],
     *,
     env: dict[str, str] | None = None,
     timeout: float = 120,
 ) -> TerminalSession:
     """``baton ARGS`` on a pty; each ``(prompt, reply)`` in turn: once ``prompt`` has been shown
-    (after the previous reply), ``reply`` and a newline are typed."""
+    (after the previous reply), ``reply`` and a newline are typed (a callable reply is called
+    instead: a decision from another process, say)."""
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
         [*baton_command(), *args],
@@ -58,7 +59,11 @@ def run_in_terminal(
                     break
             if answered < len(replies) and replies[answered][0].encode() in shown[seen:]:
                 seen = shown.index(replies[answered][0].encode(), seen) + 1
-                os.write(controller, replies[answered][1].encode() + b"\n")
+                reply = replies[answered][1]
+                if isinstance(reply, str):
+                    os.write(controller, reply.encode() + b"\n")
+                else:
+                    reply()
                 answered += 1
         process.wait(timeout=30)
         while select.select([controller], [], [], 0.2)[0]:  # what it showed last

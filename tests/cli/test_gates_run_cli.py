@@ -124,3 +124,21 @@ def test_baton_run_in_a_terminal_asks_and_runs_the_approved_command(baton: Baton
     assert session.returncode == 0, session.describe()
     assert (repo / "approved.txt").exists()
     assert "by terminal" in session.shown  # the gate.resolved line names who decided
+
+
+def test_a_gate_decided_elsewhere_ends_the_question_in_the_terminal(baton: BatonCLI, repo: Path) -> None:
+    async def approve() -> None:  # through the store, as `baton approve` does
+        settings = Settings.load({"BATON_HOME": str(baton.home), "PATH": os.environ["PATH"]})
+        async with Store.open(settings.resolved_database_url) as store:
+            gate = await _pending_gate(store)
+            binding = {"bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash}
+            await GateLedger(store).decide(gate.id, {"decision": "approve", **binding}, decided_by="reviewer")
+
+    def approve_from_another_shell() -> None:
+        asyncio.run(approve())
+
+    args = ("run", "go", "--repo", str(repo), "--scenario", "needs-approval")
+    session = run_in_terminal(baton, args, [("approve?", approve_from_another_shell)])
+    assert session.returncode == 0 and session.answered == 1, session.describe()
+    assert (repo / "approved.txt").exists()
+    assert "was decided by reviewer" in session.shown  # nothing was typed: the question ended by itself

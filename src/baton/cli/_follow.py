@@ -59,6 +59,8 @@ async def follow_run(
                     view.show(dict(event))
                 if asker is not None and event["type"] == "gate.opened":
                     asker.ask(str(event["data"].get("gate_id")))
+                elif asker is not None and event["type"] == "gate.resolved":
+                    asker.resolved(str(event["data"].get("gate_id")), event["data"].get("decided_by"))
             outcome = await handle.wait(through_parks=False)
             if asker is not None:  # a gate the run parks on and waits for stays asked
                 await asker.drop(keep=outcome.gate_id if outcome.status == "paused" and not no_wait else None)

@@ -15,7 +15,8 @@ operations as ``baton approve|deny|answer|review-plan|continue`` (``decided_by: 
   ``budget_exhausted``).
 
 A refusal (``answer_invalid``, a gate decided elsewhere meanwhile) is printed; a refused answer
-or plan edit is asked again, anything else ends the question for that gate.
+or plan edit is asked again, anything else ends the question for that gate. A decision made
+elsewhere that the run takes (``gate.resolved``) ends the question at once.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class TerminalGates:
         task = self._tasks.get(gate_id)
         if task is None or task.done():
             self._tasks[gate_id] = asyncio.create_task(self._ask(gate_id), name=f"baton-ask-{gate_id}")
+
+    def resolved(self, gate_id: str, decided_by: object) -> None:
+        """The run took a decision for ``gate_id``: one made elsewhere ends the question here (its
+        prompt would otherwise take the next line typed for another gate)."""
+        task = self._tasks.get(gate_id)
+        if task is not None and not task.done() and decided_by != "terminal":
+            task.cancel()
+            self._console.print(f"\n[dim]gate {escape(gate_id)} was decided by {escape(str(decided_by))}[/]")
 
     async def drop(self, keep: str | None = None) -> None:
         """Stop asking (the gate was decided elsewhere, or the run stopped waiting); ``keep``: a
