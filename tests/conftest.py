@@ -4,7 +4,7 @@ store databases on SQLite and on a real Postgres server (``store_url``, ``postgr
 Slow tests (``@pytest.mark.slow``, or ``@pytest.mark.slow(seconds=N)`` for the ones that take
 much longer than ``DEFAULT_SLOW_SECONDS``): all run with ``--slow=all``; by default a sample
 chosen by ``BATON_SLOW_SEED`` (default: the day) runs, at most ``BATON_SLOW_SAMPLE`` tests
-(default 3) whose estimated seconds add up to at most ``BATON_SLOW_BUDGET`` (default 75), so CI
+(default 3) whose estimated seconds add up to at most ``BATON_SLOW_BUDGET`` (default 45), so CI
 covers them over time without blowing its budget.
 """
 
@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             slow,
             seed=os.environ.get("BATON_SLOW_SEED") or datetime.date.today().isoformat(),
             size=int(os.environ.get("BATON_SLOW_SAMPLE", "3")),
-            budget=float(os.environ.get("BATON_SLOW_BUDGET", "75")),
+            budget=float(os.environ.get("BATON_SLOW_BUDGET", "45")),
         )
     skip = pytest.mark.skip(reason="slow test outside this run's sample (use --slow=all)")
     for item in slow:

@@ -66,6 +66,7 @@ def test_messages_and_close_from_other_processes_while_others_follow_the_log(bat
     assert missing.returncode == 1 and missing.stderr == "baton: run_not_found: no run run_nope\n"
 
 
+@pytest.mark.slow  # cancel from elsewhere: tests/server (JSON-RPC cancel), every run
 def test_cancel_from_another_process_interrupts_a_long_command(baton: BatonCLI, repo: Path) -> None:
     args = ("run", "go", "--repo", str(repo), "--scenario", "long-command", "--json")
     running = baton.start(*args, "--allow", "Bash(sleep:*)", "--allow", "Bash(echo:*)")

@@ -59,7 +59,7 @@ def model(baton: BatonCLI) -> Iterator[ScriptedModelServer]:
         yield server
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def database(request: pytest.FixtureRequest, baton: BatonCLI) -> str:
     """The store (and DBOS's system database) every process of the test shares."""
     if request.param == "sqlite":

@@ -74,6 +74,7 @@ def test_a_plan_edited_in_the_editor_is_what_the_model_reads(baton: BatonCLI, re
     assert "Done. Tool result: after-plan" in finished_result(baton, gate["run_id"])
 
 
+@pytest.mark.slow
 def test_a_plan_rejected_with_feedback_keeps_the_run_planning(baton: BatonCLI, repo: Path) -> None:
     replies = [("plan?", "e"), ("unchanged", ""), ("plan?", "r"), ("feedback", "read the tests first")]
     session = plan_review(baton, repo, replies, "true")  # an editor that changes nothing: asked again

@@ -103,6 +103,7 @@ def kill_after(home: Path, started: Started, entries: int) -> str:
     return run_id
 
 
+@pytest.mark.slow(seconds=15)  # three processes, two runs; one worker test stays in every run
 @pytest.mark.timeout(300)
 def test_two_concurrent_runs_and_readers_in_a_third_process(baton: BatonCLI, tmp_path: Path) -> None:
     repos = [make_git_repo(tmp_path / f"repo-{index}", {"README.md": "# two\n"}) for index in range(2)]
@@ -141,6 +142,7 @@ def test_two_concurrent_runs_and_readers_in_a_third_process(baton: BatonCLI, tmp
     assert len({row[2] for row in rows}) == 2  # one executor id per process
 
 
+@pytest.mark.slow  # the claim itself: tests/store/test_store_workspaces.py, every run
 def test_a_second_run_in_a_busy_workspace_is_refused_from_another_process(baton: BatonCLI, repo: Path) -> None:
     first = baton.start("run", "first", "--repo", str(repo), "--scenario", "plain", "--interactive", "--json")
     try:
@@ -157,6 +159,7 @@ def test_a_second_run_in_a_busy_workspace_is_refused_from_another_process(baton:
     assert [run["id"] for run in json.loads(baton("runs", "--json").stdout)] == [run_id]  # nothing recorded
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_at_once_with_a_changed_workflow_source(
     baton: BatonCLI, repo: Path, tmp_path: Path, shared_model: ScriptedModelServer
 ) -> None:
@@ -200,6 +203,7 @@ def test_a_killed_run_resumes_at_once_with_a_changed_workflow_source(
     assert rows[0][2] != rows[1][2]
 
 
+@pytest.mark.slow
 def test_logs_follow_in_another_process_prints_only_stored_entries_across_a_crash(
     baton: BatonCLI, repo: Path, shared_model: ScriptedModelServer
 ) -> None:

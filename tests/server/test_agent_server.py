@@ -216,6 +216,7 @@ def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_proc
     assert (repo / "approved.txt").exists()
 
 
+@pytest.mark.slow  # the seconds budget itself: tests/runs/test_budget_claude.py, every run
 def test_max_seconds_stops_the_long_turn_and_a_denied_budget_gate_ends_the_process(tmp_path: Path, repo: Path) -> None:
     """--max-seconds (built into the run as `baton run` builds it): `sleep 20` is interrupted when the
     budget runs out; the process waits on the resource_limit gate, and a denial ends it (exit 1)."""
