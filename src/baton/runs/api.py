@@ -216,7 +216,9 @@ class Baton:
             exclusive=holds_workspace,
         )
         agent, gatekeeper, subprocess_entry = launcher(record.id)
-        return await self._execute(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
+        return await self._execute(
+            self._execution(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
+        )
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -317,30 +319,9 @@ class Baton:
             self._durable = await workflows.acquire(self.settings, self.concurrency)
         return self._durable
 
-    async def _execute(
-        self,
-        run_id: str,
-        spec: RunSpec,
-        gatekeeper: Gatekeeper,
-        agent: AgentProcess,
-        entry: AgentEntry | None,
-        *,
-        resume: ResumeParams | None = None,
-        resumed_from: str | None = None,
-        ask_human: AskHuman | None = None,
-        restore: AgentRestore | None = None,
-    ) -> RunHandle:
-        execution = self._execution(
-            run_id,
-            spec,
-            gatekeeper,
-            agent,
-            entry,
-            resume=resume,
-            resumed_from=resumed_from,
-            ask_human=ask_human,
-            restore=restore,
-        )
+    async def _execute(self, execution: RunExecution) -> RunHandle:
+        """Submit a built execution to this process's DBOS runtime; the handle of the run."""
+        run_id = execution.run_id
         runtime = await self.runtime()
 
         def execute() -> Awaitable[RunOutcome]:
