@@ -147,3 +147,14 @@ def invoke_in_process(monkeypatch: pytest.MonkeyPatch, home: Path, *args: str) -
 def sample_repo(path: Path) -> Path:
     """The demo's Node project (``add`` subtracts, so one of its two tests fails), committed."""
     return make_git_repo(copy_sample_repo(path), {})
+
+
+def until_event(started: Started, kind: str) -> dict[str, Any]:
+    """Read the run's ``--json`` stdout up to the first event of ``kind``."""
+    _, process = started
+    assert process.stdout is not None
+    for line in process.stdout:
+        event = json.loads(line)
+        if event["type"] == kind:
+            return dict(event)
+    pytest.fail(f"the run ended before a {kind} event:\n{process.stderr.read() if process.stderr else ''}")

@@ -6,26 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.cli._baton_cli import BatonCLI, Started, invoke_in_process
+from tests.cli._baton_cli import BatonCLI, Started, invoke_in_process, until_event
 
 from baton.agents.processes import run_process_ids
 from baton.store import Redactor, SessionLog, Store
 
 pytestmark = pytest.mark.claude
-
-
-def until_event(started: Started, kind: str) -> dict[str, Any]:
-    """Read the run's ``--json`` stdout up to the first event of ``kind``."""
-    _, process = started
-    assert process.stdout is not None
-    for line in process.stdout:
-        event = json.loads(line)
-        if event["type"] == kind:
-            return dict(event)
-    pytest.fail(f"the run ended before a {kind} event:\n{process.stderr.read() if process.stderr else ''}")
 
 
 def test_messages_and_close_from_other_processes_while_others_follow_the_log(baton: BatonCLI, repo: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Started, baton_command, invoke_in_process
+from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Started, baton_command, invoke_in_process, until_event
 from tests.conftest import make_git_repo
 from tests.runs.test_resume_crash import FILES, committed, kill_whole_run, log_entries, run_status
 
@@ -44,16 +44,6 @@ def shared_model(baton: BatonCLI) -> Iterator[ScriptedModelServer]:
         baton.env["ANTHROPIC_BASE_URL"] = server.base_url
         baton.env["ANTHROPIC_API_KEY"] = MODEL_KEY
         yield server
-
-
-def until_event(started: Started, kind: str) -> dict[str, Any]:
-    _, process = started
-    assert process.stdout is not None
-    for line in process.stdout:
-        event = json.loads(line)
-        if event["type"] == kind:
-            return dict(event)
-    pytest.fail(f"the run ended before a {kind} event:\n{process.stderr.read() if process.stderr else ''}")
 
 
 def workflows(home: Path) -> list[tuple[str, str, str, str]]:

@@ -33,7 +33,7 @@ from baton.events.entry import LogEntry
 from baton.runs.conversation import Conversation, Item, ToolCall
 from baton.runs.executors import executor_alive, this_executor_id
 from baton.runs.parking import DecidedCall, decided_calls
-from baton.runs.spec import RunSpec
+from baton.runs.spec import RunSpec, spec_of_record
 from baton.runs.workspaces import holds_workspace
 from baton.store import SessionLog, Store
 from baton.store.records import RunRecord
@@ -253,23 +253,7 @@ async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = No
     cwd = Path(repo) if repo is not None else Path(str(record.cwd or opening.get("cwd") or record.repo or "."))
     if not cwd.is_dir():
         raise UsageError("invalid_argument", f"--repo {cwd} is not a directory")
-    return RunSpec(
-        prompt="",
-        repo=cwd.resolve(),
-        agent=record.agent,
-        model=record.model,
-        permission_mode=record.permission_mode,
-        allow=tuple(opening.get("allow") or ()),
-        deny=tuple(opening.get("deny") or ()),
-        ask=tuple(opening.get("ask") or ()),
-        budget_usd=record.budget_usd,
-        budget_turns=record.budget_turns,
-        budget_seconds=record.budget_seconds,
-        task_id=record.task_id,
-        run_mode="interactive" if record.run_mode == "interactive" else "background",
-        agent_command=tuple(str(arg) for arg in opening.get("agent_command") or ()),
-        trust_agent_permissions=bool(opening.get("trust_agent_permissions")),
-    )
+    return spec_of_record(record, opening, prompt="", repo=cwd.resolve())
 
 
 def check_resumable(record: RunRecord, prompt: str | None, executing: Collection[str] = ()) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from baton.store.records import RunRecord
 
-__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "run_request", "spec_of_request"]
+__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "run_request", "spec_of_record", "spec_of_request"]
 
 RunEnd = Literal["finished", "failed", "cancelled", "paused"]  # paused: parked on a gate (not an end)
 
@@ -74,22 +75,27 @@ def spec_of_request(record: RunRecord) -> RunSpec | None:
     request = record.request
     if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
         return None
+    spec = spec_of_record(record, request, prompt=request["prompt"], repo=Path(record.repo or record.cwd or "."))
+    return replace(spec, run_id=record.id, owner=record.owner)
+
+
+def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, repo: Path) -> RunSpec:
+    """A run's spec from its record and the rules it was started with — its ``runs.request`` or
+    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust)."""
     return RunSpec(
-        prompt=request["prompt"],
-        repo=Path(record.repo or record.cwd or "."),
+        prompt=prompt,
+        repo=repo,
         agent=record.agent,
         model=record.model,
         permission_mode=record.permission_mode,
-        allow=tuple(str(rule) for rule in request.get("allow") or ()),
-        deny=tuple(str(rule) for rule in request.get("deny") or ()),
-        ask=tuple(str(rule) for rule in request.get("ask") or ()),
+        allow=tuple(str(rule) for rule in rules.get("allow") or ()),
+        deny=tuple(str(rule) for rule in rules.get("deny") or ()),
+        ask=tuple(str(rule) for rule in rules.get("ask") or ()),
         budget_usd=record.budget_usd,
         budget_turns=record.budget_turns,
         budget_seconds=record.budget_seconds,
         task_id=record.task_id,
         run_mode="interactive" if record.run_mode == "interactive" else "background",
-        agent_command=tuple(str(arg) for arg in request.get("agent_command") or ()),
-        trust_agent_permissions=bool(request.get("trust_agent_permissions")),
-        run_id=record.id,
-        owner=record.owner,
+        agent_command=tuple(str(arg) for arg in rules.get("agent_command") or ()),
+        trust_agent_permissions=bool(rules.get("trust_agent_permissions")),
     )
