@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from sqlalchemy import Engine, Row, bindparam, insert, select, update
+from sqlalchemy import Engine, Row, bindparam, event, insert, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
@@ -63,11 +64,17 @@ _RUN_BY_ID: Final = select(*_RECORD_COLUMNS).where(runs.c.id == bindparam("run_i
 
 
 class Store:
-    """baton's database; an async context manager whose exit disposes of the engine."""
+    """baton's database; an async context manager whose exit disposes of the engine.
+
+    A call cancelled while its worker thread runs (``asyncio.to_thread`` cannot stop the thread)
+    may still hold a pooled connection when the store closes: that connection is closed when the
+    thread hands it back, never left open in a disposed pool (``_close_late_checkin``).
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._closed = False
+        event.listen(engine, "checkin", self._close_late_checkin)
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -95,6 +102,13 @@ class Store:
         if not self._closed:
             self._closed = True
             self.engine.dispose()
+
+    def _close_late_checkin(self, _dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        # A pool's checkin event, in the thread handing the connection back: after close() the
+        # engine's pools are unowned, and a connection left in one is never closed (psycopg warns
+        # "deleted while still open" when it is collected).
+        if self._closed:
+            record.close()
 
     # Tasks.
 
