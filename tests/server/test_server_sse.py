@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.server._fake_run import FakeRun, events_url
 from tests.server._server import RunningServer, SseReader, read_stream, running_server, wait_until
 
 from baton.config import Settings
@@ -27,60 +28,10 @@ from baton.server import ServerConfig
 from baton.server.sse import FrameCache
 
 
-class FakeRun:
-    """A run in the server's store whose log the test writes, in the server's event loop."""
-
-    def __init__(self, server: RunningServer) -> None:
-        self.server = server
-        baton = server.baton
-        self.id = server.call(lambda: baton.store.create_run(agent="claude", owner="local", repo="/work/repo")).id
-
-        async def open_run() -> None:
-            baton.log.open_run(self.id)
-
-        server.call(open_run)
-        self.append(
-            "baton",
-            "_baton/run_started",
-            {"run_id": self.id, "agent": "claude", "model": None, "cwd": "/work/repo", "permission_mode": "default"},
-        )
-        self.append("baton", "_baton/agent_session", {"agent_session_id": "sess-1", "adapter": "claude"})
-
-    def append(self, direction: str, method: str, params: dict[str, Any], count: int = 1) -> None:
-        async def write() -> None:
-            for _ in range(count):
-                message = {"jsonrpc": "2.0", "method": method, "params": params}
-                self.server.baton.log.append(self.id, direction, method, message)  # type: ignore[arg-type]
-            await self.server.baton.log.flush()
-
-        self.server.call(write)
-
-    def say(self, text: str, count: int = 1) -> None:
-        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
-        self.append("from_agent", "session/update", {"sessionId": "sess-1", "update": update}, count)
-
-    def finish(self) -> None:
-        self.append("baton", "_baton/status", {"status": "finished", "reason": "end_turn", "stop_reason": "end_turn"})
-        baton = self.server.baton
-
-        async def close() -> None:
-            await baton.store.update_run(self.id, status="finished")
-            baton.log.close_run(self.id)
-
-        self.server.call(close)
-
-    def entries(self) -> list[Any]:
-        return json.loads(json.dumps(self.server.call(lambda: self.server.baton.log.read(self.id))))
-
-
 @pytest.fixture
 def server(settings: Settings) -> Iterator[RunningServer]:
     with running_server(settings, ServerConfig(sse_heartbeat_seconds=0.05)) as running:
         yield running
-
-
-def events_url(server: RunningServer, run_id: str, query: str = "") -> str:
-    return f"{server.base_url}/v1/runs/{run_id}/events{query}"
 
 
 async def test_live_events_then_the_end_and_resume_from_any_id(server: RunningServer) -> None:
@@ -113,8 +64,8 @@ async def test_live_events_then_the_end_and_resume_from_any_id(server: RunningSe
 async def test_the_streams_of_a_run_share_one_projection_of_its_log(server: RunningServer) -> None:
     run = FakeRun(server)
     run.say("before anyone watched", count=3)
-    projections = server.state.projections
-    started = projections.started
+    feeds = server.state.feeds
+    started = feeds.started["events"]
     async with httpx.AsyncClient(timeout=30) as client:
         url = events_url(server, run.id)
         readers = [
@@ -122,7 +73,7 @@ async def test_the_streams_of_a_run_share_one_projection_of_its_log(server: Runn
             for after in (0, 0, 2, 4, 5)
         ]
         await asyncio.to_thread(wait_until, lambda: server.streams.open == 5, 10, "the streams")
-        assert projections.active == 1 and projections.started == started + 1  # one for all five
+        assert feeds.active("events") == 1 and feeds.started["events"] == started + 1  # one for all five
         for index in range(30):
             await asyncio.to_thread(run.say, f"live {index}")
         await asyncio.to_thread(run.finish)
@@ -130,11 +81,11 @@ async def test_the_streams_of_a_run_share_one_projection_of_its_log(server: Runn
     expected = [(e["seq"], e["type"], e) for e in project(run.entries())]
     for after, messages in zip((0, 0, 2, 4, 5), received, strict=True):
         assert [(m.id, m.event, m.data) for m in messages] == expected[after:]
-    await asyncio.to_thread(wait_until, lambda: projections.active == 0, 10, "the projection to be dropped")
+    await asyncio.to_thread(wait_until, lambda: feeds.active() == 0, 10, "the projection to be dropped")
     async with httpx.AsyncClient(timeout=30) as client:  # a later stream projects the stored log again
         again = await read_stream(client, events_url(server, run.id, "?after=1"), server.headers())
     assert [(m.id, m.event, m.data) for m in again] == expected[1:]
-    assert projections.started == started + 2 and projections.active == 0
+    assert feeds.started["events"] == started + 2 and feeds.active() == 0
 
 
 async def test_heartbeats_keep_an_idle_stream_alive_and_a_leaving_client_ends_it(server: RunningServer) -> None:

@@ -11,8 +11,8 @@ from fastapi import Request
 from baton.config import Settings
 from baton.server.auth import Authenticator
 from baton.server.config import ServerConfig
+from baton.server.feeds import SharedFeeds
 from baton.server.limits import RateLimiter, StreamSlots
-from baton.server.projection import SharedProjections
 from baton.server.sse import FrameCache, StreamStats
 
 if TYPE_CHECKING:
@@ -33,11 +33,8 @@ class ServerState:
     commands: RateLimiter  # run and task creations, commands
     decisions: RateLimiter  # gate decisions, answers, plan reviews, continues
     frames: FrameCache = field(default_factory=FrameCache)
-    projections: SharedProjections = field(init=False)
+    feeds: SharedFeeds = field(default_factory=SharedFeeds)  # one reader per run and view, shared by its streams
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
-
-    def __post_init__(self) -> None:
-        self.projections = SharedProjections(self.frames)
 
 
 def server_state(request: Request) -> ServerState:

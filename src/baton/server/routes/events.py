@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from baton.errors import UsageError
 from baton.events.entry import LogEntry
+from baton.events.project import Projector
 from baton.server.auth import Principal
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
 from baton.server.sse import EventStream, Frame
@@ -102,16 +103,33 @@ def event_stream(state: ServerState, principal: Principal, run_id: str, view: Vi
     return _StreamResponse(stream, state.stream_slots.acquire(run_id, principal.sub))
 
 
-async def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+    # One reader of the run's log for all its view=acp streams (one subscription, one store tail).
+    return state.feeds.frames(run_id, "acp", after, lambda start: _read_entries(state, run_id, start), from_start=False)
+
+
+def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
+    # Event seqs are a fold over the whole log: one projection per run, shared by its streams.
+    return state.feeds.frames(run_id, "events", after, lambda _start: _project(state, run_id), from_start=True)
+
+
+async def _read_entries(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
     frames = state.frames
     async with aclosing(run_entries(state, run_id, after)) as entries:
         async for entry in entries:
             yield Frame(entry["seq"], frames.frame(run_id, "acp", entry["seq"], "entry", entry))
 
 
-def _event_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:
-    # Event seqs are a fold over the whole log: one projection per run, shared by its streams.
-    return state.projections.events(run_id, after, lambda run, start: run_entries(state, run, start))
+async def _project(state: ServerState, run_id: str) -> AsyncGenerator[Frame, None]:
+    frames = state.frames
+    projector = Projector(run_id)
+    async with aclosing(run_entries(state, run_id, 0)) as entries:
+        async for entry in entries:
+            for event in projector.feed(entry):
+                seq = event["seq"]
+                yield Frame(seq, frames.frame(run_id, "events", seq, event["type"], event))
+            if projector.ended:
+                return
 
 
 async def run_entries(state: ServerState, run_id: str, after: int) -> AsyncGenerator[LogEntry, None]:
