@@ -8,13 +8,16 @@ user never run), and literal pathspecs (a file named ``*`` is a file, not a glob
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+import tempfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "run_git", "run_git_many"]
+__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "commit_object", "run_git", "run_git_many", "write_object"]
 
 EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _IDENTITY: Final = {
@@ -25,6 +28,10 @@ _IDENTITY: Final = {
     "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
     "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
 }
+
+
+# The identity line of baton's commits, as git writes it from ``_IDENTITY``.
+_SIGNATURE: Final = "baton <baton@localhost> 0 +0000"
 
 
 class GitFailed(RuntimeError):
@@ -101,3 +108,35 @@ def run_git_many(commands: Sequence[Sequence[str]], env: Mapping[str, str]) -> l
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def commit_object(tree: str, parent: str | None, message: str) -> bytes:
+    """The body of the commit ``git commit-tree TREE [-p PARENT] -F -`` makes of ``message`` with baton's identity."""
+    parent_line = f"parent {parent}\n" if parent else ""
+    return f"tree {tree}\n{parent_line}author {_SIGNATURE}\ncommitter {_SIGNATURE}\n\n{message}".encode()
+
+
+def write_object(git_dir: Path, kind: str, body: bytes, *, object_format: str = "sha1") -> str:
+    """Store a loose object as git does (no git process); its id.
+
+    ``object_format`` is the repository's (``sha1``, or ``sha256`` when a 64-digit id says so).
+    The file is written aside and renamed into place, read-only like git's own.
+    """
+    data = f"{kind} {len(body)}\0".encode() + body
+    oid = hashlib.new(object_format, data).hexdigest()
+    folder = git_dir / "objects" / oid[:2]
+    target = folder / oid[2:]
+    if target.exists():
+        return oid
+    folder.mkdir(exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+    temporary = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(zlib.compress(data, 1))
+        temporary.chmod(0o444)
+        temporary.replace(target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return oid

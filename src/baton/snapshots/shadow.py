@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from baton.events.entry import utc_timestamp
-from baton.snapshots._git import EMPTY_TREE, GitFailed, clean_environment, run_git, run_git_many
+from baton.snapshots._git import (
+    EMPTY_TREE,
+    GitFailed,
+    clean_environment,
+    commit_object,
+    run_git,
+    run_git_many,
+    write_object,
+)
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -567,10 +575,9 @@ class ShadowRepo:
         os.replace(temporary, path)
 
     def _commit(self, tree: str, parent: str | None, message: str) -> str:
-        args = ["commit-tree", tree, "-F", "-"]
-        if parent:
-            args[2:2] = ["-p", parent]
-        return self.git(*args, input=message.encode("utf-8")).decode().strip()
+        """The commit ``git commit-tree`` would make, written without a git process."""
+        object_format = "sha256" if len(tree) == 64 else "sha1"
+        return write_object(self.git_dir, "commit", commit_object(tree, parent, message), object_format=object_format)
 
     def _resolve(self, ref: str) -> str | None:
         out = self.git("rev-parse", "--verify", "--quiet", ref, ok_codes=(0, 1)).decode().strip()
