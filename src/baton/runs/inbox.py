@@ -7,8 +7,11 @@ SQLite one watch per database file polls for every run read in the process (ever
 on a private read-only connection in the event loop's thread (WAL readers never wait on the
 writer, and an idle run never takes the write lock), and it wakes the readers of the runs named.
 On Postgres each reader LISTENs on ``baton_inbox`` (``Store.inbox_put`` NOTIFYs the run id at
-commit). Either way a reader also reads every ``FALLBACK_POLL_SECONDS``, which only matters if a
-wake-up was lost.
+commit) on a connection of its own, closed whatever ends the reader; a LISTEN that fails or
+drops (a restart) is tried again, and each one that takes effect is followed by a read. Either
+way a reader also reads every ``FALLBACK_POLL_SECONDS``, which only matters if a wake-up was
+lost. The reader's exit waits for a read in flight and hands on what it took: a command is
+handed on or still waits, never taken and dropped.
 
 Each taken command is logged as ``_baton/inbox {id, kind, payload}`` (direction ``baton``)
 *before* it is acted on (``RunCommands.handle``); a command the run cannot take is logged as
@@ -53,6 +56,16 @@ _log = logging.getLogger("baton.runs.inbox")
 
 COMMAND_KINDS: Final = ("cancel", "user_message", "close", "set_permission_mode")
 FALLBACK_POLL_SECONDS: Final = 0.5  # a reader woken by a watch (SQLite) or a NOTIFY (Postgres) still reads this often
+LISTEN_RETRY_SECONDS: Final = 0.5  # Postgres: a failed or dropped LISTEN is tried again after this, doubling …
+LISTEN_RETRY_MAX_SECONDS: Final = 15.0  # … up to this
+# libpq settings of the LISTEN connection: named in pg_stat_activity; a dead peer noticed by TCP keepalives.
+_LISTEN_CONNECTION: Final = {
+    "application_name": "baton-inbox-listen",
+    "connect_timeout": 10,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
 Note = Callable[[str, Any], object]
 
@@ -149,38 +162,83 @@ class InboxReader:
     async def _poll(self) -> None:
         while True:
             self._wake.clear()  # before the read: a NOTIFY during it wakes the next wait
-            try:
-                commands = await self.take()
-            except Exception as exc:  # a busy or unreachable store: try again next tick
-                _log.warning("reading the inbox of %s failed: %s", self._run_id, exc)
-                commands = []
-            for command in commands:
-                await self._on_command(command)
+            await self._read()
             woken = self._listening or self._watch is not None
             interval = max(self._interval, FALLBACK_POLL_SECONDS) if woken else self._interval
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await self._wake.wait()
 
+    async def _read(self) -> None:
+        """One ``take()``, its commands handed on; a cancel (the reader's exit) waits for the read.
+
+        The store works in a worker thread that a cancel cannot stop: abandoned, a take would
+        mark commands taken that nobody acts on, and the thread could hand its connection back
+        after the store closed. So the read finishes, what it took is handed on, then the
+        cancel goes on.
+        """
+        reading = asyncio.ensure_future(self.take())
+        cancelled: asyncio.CancelledError | None = None
+        while not reading.done():
+            try:
+                await asyncio.shield(reading)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+            except Exception:
+                break  # reading.exception() below
+        if reading.cancelled():  # cancelled itself (a loop shutting down cancels every task)
+            raise cancelled or asyncio.CancelledError()
+        if reading.exception() is not None:  # a busy or unreachable store: try again next tick
+            _log.warning("reading the inbox of %s failed: %s", self._run_id, reading.exception())
+        else:
+            for command in reading.result():
+                await self._on_command(command)
+        if cancelled is not None:
+            raise cancelled
+
     async def _listen(self) -> None:
-        """Postgres: wake the reader when a NOTIFY names this run; on any failure, polling goes on."""
+        """Postgres: wake the reader when a NOTIFY names this run.
+
+        A failed or dropped LISTEN (a server restart, a terminated backend) is retried after
+        ``LISTEN_RETRY_SECONDS``, doubling up to ``LISTEN_RETRY_MAX_SECONDS``; meanwhile the
+        reader polls every ``interval``, and each LISTEN that takes effect is followed by a read,
+        so a NOTIFY lost in between delays nothing (commands are rows).
+        """
         import psycopg  # the postgres extra: present whenever the store is on Postgres
 
         url = self._store.engine.url.set(drivername="postgresql")
+        conninfo = url.render_as_string(hide_password=False)
+        pause = LISTEN_RETRY_SECONDS
+        while True:
+            try:
+                await self._listen_once(psycopg, conninfo)
+            except (psycopg.Error, OSError) as exc:
+                if self._listening:  # it worked until now (a restart, a terminated backend): again soon
+                    pause = LISTEN_RETRY_SECONDS
+                _log.warning(
+                    "LISTEN %s for %s failed (polling; again in %.1f s): %s", INBOX_CHANNEL, self._run_id, pause, exc
+                )
+            finally:
+                self._listening = False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LISTEN_RETRY_MAX_SECONDS)
+
+    async def _listen_once(self, psycopg: Any, conninfo: str) -> None:
+        """One LISTEN connection, until it fails (``notifies()`` raises when the connection drops)."""
+        connection = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **_LISTEN_CONNECTION)
+        # Owned from here: psycopg builds the connection and returns it with no await between,
+        # so a cancel lands before (no connection) or after this line (the finally closes it).
         try:
-            async with await psycopg.AsyncConnection.connect(
-                url.render_as_string(hide_password=False), autocommit=True
-            ) as connection:
-                await connection.execute(f"LISTEN {INBOX_CHANNEL}")
-                self._listening = True
-                self._wake.set()  # a command committed before LISTEN took effect: read now
-                async for notify in connection.notifies():
-                    if notify.payload == self._run_id:
-                        self._wake.set()
-        except psycopg.Error as exc:
-            _log.warning("LISTEN %s failed for %s (polling instead): %s", INBOX_CHANNEL, self._run_id, exc)
+            await connection.execute(f"LISTEN {INBOX_CHANNEL}")
+            self._listening = True
+            self._wake.set()  # a command committed before LISTEN took effect (or while it was down): read now
+            async for notify in connection.notifies():
+                if notify.payload == self._run_id:
+                    self._wake.set()
         finally:
-            self._listening = False
+            # No await in psycopg's close of a connection outside a pool: nothing can interrupt it.
+            # Not ``async with``: its exit first awaits a rollback.
+            await connection.close()
 
 
 class _SqliteWatch:

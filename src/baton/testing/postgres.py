@@ -138,6 +138,15 @@ class TemporaryPostgres:
     ) -> None:
         self._stop(self._bin_dir or find_postgres_bin())
 
+    def restart(self) -> None:
+        """Stop the server (``-m fast``: clients are disconnected) and start it again on the same
+        port, data kept; for tests of what a client does when its server goes away."""
+        if self._root is None:
+            raise RuntimeError("the server is not running")
+        pg_ctl = (self._bin_dir or find_postgres_bin()) / "pg_ctl"
+        log = str(self._root / "server.log")
+        self._run(pg_ctl, "restart", "-w", "-t", "30", "-m", "fast", "-D", str(self._root / "data"), "-l", log)
+
     def create_database(self, name: str | None = None) -> str:
         """A new, empty database on this server; returns its URL (~0.1 s: copies a template)."""
         name = name or f"db_{next(self._names)}"
