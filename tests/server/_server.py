@@ -17,6 +17,7 @@ import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi import FastAPI
 
 from baton.config import Settings
 from baton.runs import Baton
@@ -33,6 +34,7 @@ class RunningServer:
     state: ServerState
     loop: asyncio.AbstractEventLoop
     token: str | None
+    app: FastAPI
 
     @property
     def baton(self) -> Baton:
@@ -89,7 +91,7 @@ def running_server(settings: Settings, config: ServerConfig | None = None) -> It
     if not config.jwt_public_keys:
         token = (settings.home / "api-token").read_text().strip()
     try:
-        yield RunningServer(f"http://127.0.0.1:{server.bound_port}", app.state.baton_server, loop, token)
+        yield RunningServer(f"http://127.0.0.1:{server.bound_port}", app.state.baton_server, loop, token, app)
     finally:
         server.should_exit = True
         thread.join(30)

@@ -13,12 +13,15 @@ from pathlib import Path
 import httpx
 import jwt
 import pytest
+from fastapi.routing import APIRoute
 from tests.server._server import KeyPair, RunningServer, make_key_pair, running_server, sign
 
 from baton.config import Settings
 from baton.errors import AuthError, UsageError
 from baton.server import ServerConfig
+from baton.server.app import http_telemetry
 from baton.server.auth import JwtAuthenticator, load_public_keys
+from baton.server.routing import direct_plan
 from baton.store import RunRecord
 
 
@@ -286,3 +289,64 @@ def test_the_token_is_checked_before_the_request_and_named_in_the_document(
     for method, path, operation in operations:
         expected = None if path == "/health" else [{"HTTPBearer": []}]
         assert operation.get("security") == expected, (method, path)
+
+
+def _never_used() -> None:
+    """A dependency override for nothing: while one is set, every route answers through FastAPI's solver."""
+
+
+def test_routes_called_directly_answer_exactly_as_fastapis_solver(
+    server: RunningServer, keys: tuple[KeyPair, ...]
+) -> None:
+    first = keys[0]
+    routes = {route.path: route for route in server.app.routes if isinstance(route, APIRoute)}
+    direct = {path for path, route in routes.items() if direct_plan(route.dependant) is not None}
+    # The hot read goes direct; an operation with a body or query parameters never does.
+    assert "/v1/runs/{run_id}" in direct and "/v1/runs/{run_id}/command" in direct
+    assert "/v1/runs" not in direct and "/v1/gates/{gate_id}/decide" not in direct
+    alices, bobs = stored_run(server, owner="alice"), stored_run(server, owner="bob")
+    reader, writer = token(first, sub="alice", scope="runs:read"), token(first, sub="alice")
+    requests: list[tuple[str, str, str | None, bytes | None]] = [
+        ("GET", f"/v1/runs/{alices.id}", reader, None),
+        ("GET", f"/v1/runs/{bobs.id}", reader, None),
+        ("GET", "/v1/runs/run_00000000000000000000000000", reader, None),
+        ("GET", f"/v1/runs/{alices.id}", None, None),
+        ("GET", f"/v1/runs/{alices.id}", "Basic", None),
+        ("GET", f"/v1/runs/{alices.id}", "not.a.jwt", None),
+        ("GET", f"/v1/runs/{alices.id}", token(first, sub="alice", scope="gates:decide"), None),
+        ("GET", f"/v1/runs/{alices.id}/snapshots/s1/archive", reader, None),
+        ("POST", f"/v1/runs/{alices.id}/command", writer, b'{"jsonrpc": "2.0", "id": 1, "method": "nope"}'),
+        ("POST", f"/v1/runs/{alices.id}/command", writer, b"{not json"),
+        ("POST", f"/v1/runs/{alices.id}/command", reader, b'{"jsonrpc": "2.0", "id": 1, "method": "cancel"}'),
+        ("POST", f"/v1/runs/{bobs.id}/command", writer, b'{"jsonrpc": "2.0", "id": 1, "method": "cancel"}'),
+    ]
+
+    def answers() -> list[tuple[int, bytes, list[tuple[str, str]]]]:
+        seen = []
+        for method, path, bearer, body in requests:
+            if bearer == "Basic":
+                headers = {"Authorization": "Basic YTpi"}
+            else:
+                headers = {"Authorization": f"Bearer {bearer}"} if bearer is not None else {}
+            response = httpx.request(method, server.base_url + path, headers=headers, content=body, timeout=10)
+            kept = sorted((name, value) for name, value in response.headers.items() if name != "date")
+            seen.append((response.status_code, response.content, kept))
+        return seen
+
+    directly = answers()
+    server.app.dependency_overrides[_never_used] = _never_used
+    try:
+        solved = answers()
+    finally:
+        server.app.dependency_overrides.clear()
+    assert [status for status, _, _ in directly] == [200, 404, 404, 401, 401, 401, 403, 404, 200, 200, 403, 404]
+    assert directly == solved
+
+
+def test_fastapis_request_telemetry_is_on_only_when_an_otlp_exporter_is_configured() -> None:
+    off = {"tracing": False, "metrics": False, "logs": False}
+    assert http_telemetry({"PATH": "/bin", "OTEL_SERVICE_NAME": "baton"}) == off
+    on = {"tracing": True, "metrics": True, "logs": True}
+    assert http_telemetry({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}) == on
+    assert http_telemetry({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}) == on
+    assert http_telemetry({"FASTAPI_OTEL_AUTO_CONFIGURE": "true"}) == on

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -34,7 +35,7 @@ import baton
 from baton.config import Settings
 from baton.errors import NotFoundError
 from baton.runs.spec import RunSpec
-from baton.server.app import authenticator_for
+from baton.server.app import authenticator_for, http_telemetry
 from baton.server.auth import Principal
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
@@ -45,6 +46,7 @@ from baton.server.routes._access import AUTH_RESPONSES, with_scope
 from baton.server.routes.commands import answer_command
 from baton.server.routes.events import SSE_RESPONSES, View, event_stream, resume_point
 from baton.server.routes.health import database_reachable
+from baton.server.routing import DirectRoute, add_routers
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 from baton.store import RunRecord
@@ -79,7 +81,7 @@ def sandbox_may_see(principal: Principal, record: RunRecord) -> bool:
 
 def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
     """The application serving the one run ``run_id``; ``state`` is ready (its Baton is open)."""
-    router = APIRouter(responses=AUTH_RESPONSES)
+    router = APIRouter(responses=AUTH_RESPONSES, route_class=DirectRoute)
     store = state.baton.store
 
     async def served_run(principal: Principal) -> RunRecord:
@@ -132,12 +134,17 @@ def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
         state.commands.take(principal.sub)
         return await answer_command(store, principal, record.id, await request.body())
 
-    app = FastAPI(title="baton agent-server", version=baton.__version__, summary="One baton run, served.")
+    app = FastAPI(
+        title="baton agent-server",
+        version=baton.__version__,
+        summary="One baton run, served.",
+        telemetry=http_telemetry(os.environ),
+    )
     app.state.baton_server = state
     app.state.draining = state.draining
     app.state.streams = state.streams
     install_error_handlers(app)
-    app.include_router(router)
+    add_routers(app, router)
     app.add_middleware(BodyLimit, max_bytes=state.config.max_body_bytes, max_header_bytes=state.config.max_header_bytes)
     return app
 

@@ -30,12 +30,13 @@ from baton.server.models import (
     UserMessageParams,
 )
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.routing import DirectRoute
 from baton.server.state import server_state
 from baton.store import Store
 
 __all__ = ["answer_command", "router"]
 
-router = APIRouter(prefix="/v1/runs", tags=["commands"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/runs", tags=["commands"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

@@ -23,12 +23,13 @@ from baton.events.entry import LogEntry
 from baton.events.project import Projector
 from baton.server.auth import Principal
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.routing import DirectRoute
 from baton.server.sse import EventStream, Frame
 from baton.server.state import ServerState, server_state
 
 __all__ = ["SSE_RESPONSES", "View", "event_stream", "resume_point", "router", "run_entries"]
 
-router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 _POLL_SECONDS: Final = 0.2
 

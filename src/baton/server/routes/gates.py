@@ -32,12 +32,13 @@ from baton.server.models import (
     PlanReviewRequest,
 )
 from baton.server.routes._access import AUTH_RESPONSES, visible_run, with_scope
+from baton.server.routing import DirectRoute
 from baton.server.state import server_state
 from baton.store import RunRecord
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/gates", tags=["gates"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/gates", tags=["gates"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 _Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
 _Decider = Annotated[Principal, Depends(with_scope("gates:decide"))]

@@ -10,11 +10,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import baton
 from baton.server.models import Health
+from baton.server.routing import DirectRoute
 from baton.server.state import server_state
 
 __all__ = ["database_reachable", "router"]
 
-router = APIRouter()
+router = APIRouter(route_class=DirectRoute)
 
 
 def _ping(engine: Engine) -> bool:

@@ -11,15 +11,15 @@ from baton.errors import AuthError, UsageError
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
-from baton.server.routes import snapshots
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
 from baton.server.routes.tasks import visible_task
+from baton.server.routing import DirectRoute
 from baton.server.state import server_state
 from baton.store import RunRecord
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 _Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
 _Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
@@ -31,6 +31,15 @@ def run_object(record: RunRecord) -> Run:
 
 
 _RUN_FIELDS = tuple(Run.model_fields)
+
+
+# First of the routes: they are tried in order, and this is the hottest read.
+@router.get("/{run_id}", response_model=Run, responses=NOT_FOUND)
+async def get_run(run_id: str, request: Request, principal: _Reader) -> Response:
+    """One run."""
+    record = await visible_run(request, principal, run_id)
+    # The hottest read: the record's own fields as JSON, skipping a validation round trip.
+    return JSONResponse({name: getattr(record, name) for name in _RUN_FIELDS})
 
 
 @router.post(
@@ -104,16 +113,3 @@ async def list_runs(
     page = records[start : start + limit]
     more = start + limit < len(records)
     return RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
-
-
-@router.get("/{run_id}", response_model=Run, responses=NOT_FOUND)
-async def get_run(run_id: str, request: Request, principal: _Reader) -> Response:
-    """One run."""
-    record = await visible_run(request, principal, run_id)
-    # The hottest read: the record's own fields as JSON, skipping a validation round trip.
-    return JSONResponse({name: getattr(record, name) for name in _RUN_FIELDS})
-
-
-# After the routes above: FastAPI tries a router's routes in order (twice per request), and
-# GET /v1/runs/{id} is the hottest read.
-router.include_router(snapshots.router)  # /v1/runs/{id}/snapshots, /diff, /snapshots/{snap}/archive

@@ -20,6 +20,7 @@ from baton.errors import NotFoundError
 from baton.server.auth import Principal
 from baton.server.models import ErrorResponse, Snapshot, SnapshotList
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
+from baton.server.routing import DirectRoute
 from baton.server.state import ServerState, server_state
 from baton.snapshots import LocalBlobStore, blob_store_for, shadow_for
 from baton.snapshots._git import EMPTY_TREE
@@ -28,7 +29,7 @@ from baton.store import RunRecord
 __all__ = ["router"]
 
 # Included by the runs router (prefix ``/v1/runs``).
-router = APIRouter(tags=["snapshots"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/runs", tags=["snapshots"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 _Reader = Annotated[Principal, Depends(with_scope("runs:read"))]
 _SNAPSHOT_NOT_FOUND: dict[int | str, dict[str, Any]] = {

@@ -15,12 +15,13 @@ from baton.errors import NotFoundError
 from baton.server.auth import Principal
 from baton.server.models import CreateTaskRequest, ErrorResponse, Task
 from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
+from baton.server.routing import DirectRoute
 from baton.server.state import ServerState, server_state
 from baton.store import TaskRecord
 
 __all__ = ["router", "visible_task"]
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=AUTH_RESPONSES)
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
 _TASK_NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such task, or not the caller's (task_not_found)", "model": ErrorResponse},
