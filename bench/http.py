@@ -14,7 +14,8 @@ lifespan opening the store (SQLite), a run in it, and a token with ``runs:read``
   (~0.13 ms with the store read replaced by an in-memory one): the request's code after the
   read in a worker thread runs cold, which a bare read in a loop does not pay (docs/server.md).
 - ``http_get_run_rps``: requests per second over loopback to a real uvicorn server, from one
-  keep-alive httpx client in this process, one request at a time (wall clock).
+  keep-alive client in another process (``bench._http_client``), one request at a time (wall
+  clock, median of three 2-second runs).
 
 In-process figures are CPU time of the process (``time.process_time``), medians over batches:
 on this shared 2-vCPU machine the wall clock mostly measures the neighbours.
@@ -23,7 +24,10 @@ on this shared 2-vCPU machine the wall clock mostly measures the neighbours.
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -31,7 +35,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -152,14 +155,19 @@ def _loopback(settings: Settings, config: ServerConfig, token: str) -> float:
             state.baton.store.create_run(agent="claude", owner="bench", repo="/tmp/bench"), loop
         )
         url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{created.result(10).id}"
-        with httpx.Client(headers={"Authorization": f"Bearer {token}"}) as client:
-            for _ in range(100):
-                client.get(url)
-            count, start = 0, time.perf_counter()
-            while time.perf_counter() - start < 3:
-                client.get(url)
-                count += 1
-            return count / (time.perf_counter() - start)
+        rates = []
+        for _ in range(3):
+            client = subprocess.run(
+                [sys.executable, "-m", "bench._http_client", url, token, "2"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+                cwd=Path(__file__).resolve().parent.parent,
+            )
+            counted = json.loads(client.stdout)
+            rates.append(counted["requests"] / counted["seconds"])
+        return statistics.median(rates)
     finally:
         server.should_exit = True
         thread.join(30)
