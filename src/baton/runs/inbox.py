@@ -263,7 +263,12 @@ class _SqliteWatch:
     async def join(cls, path: str, run_id: str, wake: asyncio.Event, interval: float) -> tuple[_SqliteWatch, int]:
         """The watch of ``path`` (started if needed) and the run's key; ``wake`` is set on news."""
         key = (id(asyncio.get_running_loop()), str(Path(path).resolve()))
-        connection: sqlite3.Connection | None = await asyncio.to_thread(_read_only, path)
+        opening = asyncio.ensure_future(asyncio.to_thread(_read_only, path))
+        try:
+            connection: sqlite3.Connection | None = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # the thread goes on: its connection is closed when it is there
+            opening.add_done_callback(_close_opened)
+            raise
         assert connection is not None
         try:
             row = connection.execute("SELECT run_key FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -317,6 +322,11 @@ class _SqliteWatch:
                 self._last_id = max(self._last_id, int(inbox_id))
                 for wake in self._readers.get(int(run_key), ()):
                     wake.set()
+
+
+def _close_opened(opening: asyncio.Future[sqlite3.Connection]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 def _read_only(path: str) -> sqlite3.Connection:
