@@ -20,8 +20,7 @@ from baton.store.tables import run_transitions, runs, snapshots
 __all__ = [
     "as_integer",
     "as_list",
-    "json_lines",
-    "log_rows",
+    "log_row",
     "parse_json",
     "row_of",
     "run_row",
@@ -73,10 +72,6 @@ def parse_json(body: bytes, name: str) -> Any:
         raise unsafe(f"{name} in the export is not JSON: {exc}") from exc
 
 
-def json_lines(body: bytes, name: str) -> list[Any]:
-    return [parse_json(line, name) for line in body.splitlines() if line.strip()]
-
-
 def as_list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise unsafe(f"the export's {what} are not a list")
@@ -89,23 +84,19 @@ def as_integer(value: Any, what: str) -> int:
     return value
 
 
-def log_rows(values: list[Any]) -> list[dict[str, Any]]:
-    rows = []
-    for expected, value in enumerate(values, 1):
-        if not isinstance(value, dict):
-            raise unsafe("a log entry in the export is not an object")
-        seq = as_integer(value.get("seq"), "log seq")
-        if seq != expected:
-            raise unsafe(f"the export's log is not numbered 1, 2, 3 … (entry {expected} has seq {seq})")
-        payload, direction, method = value.get("payload"), value.get("direction"), value.get("method")
-        if not isinstance(payload, str) or not isinstance(parse_json(payload.encode(), "a log payload"), dict):
-            raise unsafe(f"log entry {seq}'s payload is not a JSON object")
-        if direction not in _DIRECTIONS or not (method is None or isinstance(method, str)):
-            raise unsafe(f"log entry {seq} has an unknown direction or method")
-        rows.append(
-            {"seq": seq, "ts": str(value.get("ts")), "direction": direction, "method": method, "payload": payload}
-        )
-    return rows
+def log_row(value: Any, expected: int) -> dict[str, Any]:
+    """Log entry number ``expected`` (the log is numbered 1, 2, 3 …) from the file."""
+    if not isinstance(value, dict):
+        raise unsafe("a log entry in the export is not an object")
+    seq = as_integer(value.get("seq"), "log seq")
+    if seq != expected:
+        raise unsafe(f"the export's log is not numbered 1, 2, 3 … (entry {expected} has seq {seq})")
+    payload, direction, method = value.get("payload"), value.get("direction"), value.get("method")
+    if not isinstance(payload, str) or not isinstance(parse_json(payload.encode(), "a log payload"), dict):
+        raise unsafe(f"log entry {seq}'s payload is not a JSON object")
+    if direction not in _DIRECTIONS or not (method is None or isinstance(method, str)):
+        raise unsafe(f"log entry {seq} has an unknown direction or method")
+    return {"seq": seq, "ts": str(value.get("ts")), "direction": direction, "method": method, "payload": payload}
 
 
 def snapshot_row(value: Any, archives: Mapping[str, Path]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ a gzip tar, or one cut short, is ``archive_corrupt``; a manifest of the expected
 version (``baton-snapshot/2``) is ``archive_version_unsupported``.
 
 The same reader checks run exports (:mod:`baton.runs.handoff`): ``expected_format`` names the
-manifest's ``format``.
+manifest's ``format`` (or the formats it may have). :func:`iter_streamed_members` hands each
+member out in chunks (bounded memory, whatever a member's size); :func:`iter_members` joins them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Manifest",
     "build_archive",
     "iter_members",
+    "iter_streamed_members",
     "verify_archive",
 ]
 
@@ -65,6 +67,10 @@ class ArchiveLimits:
     max_entries: int = 1_000_000
     max_ratio: float = 200.0
     ratio_floor_bytes: int = 16 * 1024 * 1024
+    # A run export's longest record (a JSON line, or a member that is one JSON document): the
+    # import holds one at a time. A log payload is at most an ACP line (64 MiB), stored as a JSON
+    # string inside its line (quotes and backslashes escaped): 4x that.
+    max_record_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -232,19 +238,21 @@ def _check_link(path: str, target: str) -> None:
         raise _unsafe(f"symlink {path!r} points to {target!r}, outside the root")
 
 
-def parse_manifest(data: bytes, expected_format: str = ARCHIVE_FORMAT) -> Manifest:
+def parse_manifest(data: bytes, expected_format: str | tuple[str, ...] = ARCHIVE_FORMAT) -> Manifest:
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _unsafe(f"{MANIFEST_NAME} is not JSON: {exc}") from exc
     found = raw.get("format") if isinstance(raw, dict) else None
-    if found != expected_format:
-        kind = expected_format.partition("/")[0] + "/"
+    formats = (expected_format,) if isinstance(expected_format, str) else expected_format
+    if found not in formats:
+        kind = formats[0].partition("/")[0] + "/"
+        readable = " or ".join(repr(known) for known in formats)
         if isinstance(found, str) and found.startswith(kind):
             raise WorkspaceError(
-                "archive_version_unsupported", f"{MANIFEST_NAME} is {found!r}; this baton reads {expected_format!r}"
+                "archive_version_unsupported", f"{MANIFEST_NAME} is {found!r}; this baton reads {readable}"
             )
-        raise _unsafe(f"{MANIFEST_NAME} is not a {expected_format} manifest")
+        raise _unsafe(f"{MANIFEST_NAME} is not a {readable} manifest")
     assert isinstance(raw, dict)
     try:
         files = tuple(
@@ -289,14 +297,41 @@ class Member:
     link_target: str | None = None
 
 
+@dataclass
+class StreamedMember:
+    """One member as :func:`iter_streamed_members` yields it: a file's content as ``chunks``
+    (each at most 1 MiB), or a symlink's target (``chunks`` empty). The size and sha256 are
+    checked when the last chunk has been read: the chunk iterator raises then, and the reader
+    drains a member its consumer left unread before it goes on, so a mismatch never passes."""
+
+    path: str
+    mode: str
+    chunks: Iterator[bytes]
+    link_target: str | None = None
+
+
 def iter_members(
-    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str = ARCHIVE_FORMAT
+    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str | tuple[str, ...] = ARCHIVE_FORMAT
 ) -> Iterator[Manifest | Member]:
     """The manifest, then every member, each checked against it; raises on the first problem.
 
     Nothing is written. Consume it to the end to know the archive is sound: the last checks
-    (every listed file present) run after the last member.
+    (every listed file present) run after the last member. Each file's bytes are in memory
+    (one member at a time); :func:`iter_streamed_members` hands them out in chunks.
     """
+    for item in iter_streamed_members(path, limits, expected_format=expected_format):
+        if isinstance(item, Manifest):
+            yield item
+        elif item.link_target is not None:
+            yield Member(item.path, item.mode, link_target=item.link_target)
+        else:
+            yield Member(item.path, item.mode, data=b"".join(item.chunks))
+
+
+def iter_streamed_members(
+    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str | tuple[str, ...] = ARCHIVE_FORMAT
+) -> Iterator[Manifest | StreamedMember]:
+    """:func:`iter_members` in bounded memory: the same checks, each file's content in chunks."""
     limits = limits or ArchiveLimits()
     with path.open("rb") as handle:
         counter = _CountingReader(handle)
@@ -308,7 +343,7 @@ def iter_members(
             tar = tarfile.open(fileobj=unzipped, mode="r|", encoding="utf-8")  # noqa: SIM115 (closed below)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise _corrupt(f"not a gzip tar archive: {exc}") from exc
-        total = 0
+        totals = [0]  # the uncompressed bytes of the members so far (the chunk readers add to it)
         entries = 0
         try:
             with tar:
@@ -338,7 +373,7 @@ def iter_members(
                         _check_link(name, info.linkname)
                         if manifest.symlinks.get(name) != info.linkname:
                             raise _unsafe(f"symlink {name!r} differs from the manifest")
-                        yield Member(name, "120000", link_target=info.linkname)
+                        yield StreamedMember(name, "120000", iter(()), link_target=info.linkname)
                         continue
                     if info.islnk():
                         raise _unsafe(f"hard link {name!r} → {info.linkname!r}: baton archives hold none")
@@ -349,29 +384,39 @@ def iter_members(
                         raise _unsafe(f"member {name!r} is not in the manifest")
                     if info.size != listed.size:
                         raise _unsafe(f"{name!r} is {info.size} bytes; the manifest says {listed.size}")
-                    total += info.size
-                    if total > limits.max_total_bytes:
+                    if totals[0] + info.size > limits.max_total_bytes:
                         raise _too_large(f"more than {limits.max_total_bytes} bytes uncompressed")
-                    reader = tar.extractfile(info)
-                    digest = hashlib.sha256()
-                    chunks = []
-                    read = 0
-                    while reader is not None:
-                        chunk = reader.read(_CHUNK)
-                        if not chunk:
-                            break
-                        read += len(chunk)
-                        digest.update(chunk)
-                        chunks.append(chunk)
-                        _check_ratio(total - info.size + read, counter.count, limits)
-                    if read != listed.size or digest.hexdigest() != listed.sha256:
-                        raise _unsafe(f"{name!r} does not match the manifest's size or sha256")
-                    yield Member(name, listed.mode, data=b"".join(chunks))
+                    chunks = _checked_chunks(tar.extractfile(info), listed, totals, counter, limits)
+                    yield StreamedMember(name, listed.mode, chunks)
+                    for _unread in chunks:  # what the consumer left: read (and checked) all the same
+                        pass
                 missing = (set(files) | set(manifest.symlinks)) - seen
                 if missing:
                     raise _unsafe(f"the manifest lists files the archive lacks: {sorted(missing)[:10]}")
         except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise _corrupt(f"the archive is corrupt or cut short: {exc}") from exc
+
+
+def _checked_chunks(
+    reader: IO[bytes] | None, listed: ManifestFile, totals: list[int], counter: _CountingReader, limits: ArchiveLimits
+) -> Iterator[bytes]:
+    """The member's content; raises after the last chunk when its size or sha256 is not the manifest's."""
+    digest = hashlib.sha256()
+    read = 0
+    try:
+        while reader is not None:
+            chunk = reader.read(_CHUNK)
+            if not chunk:
+                break
+            read += len(chunk)
+            totals[0] += len(chunk)
+            digest.update(chunk)
+            _check_ratio(totals[0], counter.count, limits)
+            yield chunk
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise _corrupt(f"the archive is corrupt or cut short: {exc}") from exc
+    if read != listed.size or digest.hexdigest() != listed.sha256:
+        raise _unsafe(f"{listed.path!r} does not match the manifest's size or sha256")
 
 
 def _check_ratio(uncompressed: int, compressed_read: int, limits: ArchiveLimits) -> None:
@@ -385,11 +430,11 @@ def _check_ratio(uncompressed: int, compressed_read: int, limits: ArchiveLimits)
 
 
 def verify_archive(
-    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str = ARCHIVE_FORMAT
+    path: Path, limits: ArchiveLimits | None = None, *, expected_format: str | tuple[str, ...] = ARCHIVE_FORMAT
 ) -> Manifest:
-    """Read the whole archive once without writing anything; its manifest if it is sound."""
+    """Read the whole archive once without writing anything, in bounded memory; its manifest if it is sound."""
     manifest: Manifest | None = None
-    for item in iter_members(path, limits, expected_format=expected_format):
+    for item in iter_streamed_members(path, limits, expected_format=expected_format):
         if isinstance(item, Manifest):
             manifest = item
     assert manifest is not None
