@@ -8,16 +8,26 @@ user never run), and literal pathspecs (a file named ``*`` is a file, not a glob
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import tempfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["EMPTY_TREE", "GitFailed", "clean_environment", "commit_object", "run_git", "run_git_many", "write_object"]
+__all__ = [
+    "EMPTY_TREE",
+    "GitFailed",
+    "clean_environment",
+    "commit_object",
+    "feed_git",
+    "run_git",
+    "run_git_many",
+    "write_object",
+]
 
 EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _IDENTITY: Final = {
@@ -81,7 +91,11 @@ def run_git(
 
 
 def run_git_many(commands: Sequence[Sequence[str]], env: Mapping[str, str]) -> list[bytes]:
-    """Run several read-only git commands at once (they read, so they may overlap); their stdouts."""
+    """Run several git commands at once; their stdouts.
+
+    They must not disturb each other: readers, and at most one writer that replaces a file whole
+    (``write-tree`` renames the new index into place, so a reader sees the old or the new one).
+    """
     processes = []
     try:
         for args in commands:
@@ -94,13 +108,11 @@ def run_git_many(commands: Sequence[Sequence[str]], env: Mapping[str, str]) -> l
                     stderr=subprocess.PIPE,
                 )
             )
-        outputs = []
-        for args, process in zip(commands, processes, strict=True):
-            stdout, stderr = process.communicate()
+        finished = [process.communicate() for process in processes]  # every one, so every pipe is closed
+        for args, process, (_, stderr) in zip(commands, processes, finished, strict=True):
             if process.returncode != 0:
                 raise GitFailed(list(args), process.returncode, stderr.decode("utf-8", "replace"))
-            outputs.append(stdout)
-        return outputs
+        return [stdout for stdout, _ in finished]
     except OSError as exc:
         raise GitFailed(list(commands[0]), -1, f"cannot run git: {exc}") from exc
     finally:
@@ -108,6 +120,9 @@ def run_git_many(commands: Sequence[Sequence[str]], env: Mapping[str, str]) -> l
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def commit_object(tree: str, parent: str | None, message: str) -> bytes:
@@ -140,3 +155,33 @@ def write_object(git_dir: Path, kind: str, body: bytes, *, object_format: str = 
         temporary.unlink(missing_ok=True)
         raise
     return oid
+
+
+def feed_git(args: Sequence[str], env: Mapping[str, str], chunks: Iterable[bytes]) -> None:
+    """Run ``git ARGS`` with ``chunks`` streamed to its stdin (never all in memory); its stdout is dropped."""
+    with tempfile.TemporaryFile() as errors:  # a file, so a chatty git never blocks on a full pipe
+        try:
+            process = subprocess.Popen(
+                ["git", *args], env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors
+            )
+        except OSError as exc:
+            raise GitFailed(list(args), -1, f"cannot run git: {exc}") from exc
+        stdin = process.stdin
+        assert stdin is not None
+        try:
+            try:
+                for chunk in chunks:
+                    stdin.write(chunk)
+                stdin.close()
+            except BrokenPipeError:  # git stopped reading: its status and stderr say why
+                pass
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                stdin.close()
+        if process.wait() != 0:
+            errors.seek(0)
+            raise GitFailed(list(args), process.returncode, errors.read().decode("utf-8", "replace"))

@@ -17,7 +17,7 @@ Each snapshot is a commit in the shadow (``refs/snapshots/sN``, parent = the pre
 whose message holds the snapshot's record as JSON, so the shadow alone can list them.
 """
 
-# ruff: noqa: PTH105, PTH110, PTH112, PTH114, PTH118, PTH119
+# ruff: noqa: PTH105, PTH110, PTH112, PTH114, PTH115, PTH118, PTH119
 # (paths here are git's str paths (surrogate-escaped bytes), joined as strings on a hot path)
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ import dataclasses
 import fnmatch
 import json
 import os
+import re
 import shutil
 import stat
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,6 +40,7 @@ from baton.snapshots._git import (
     GitFailed,
     clean_environment,
     commit_object,
+    feed_git,
     run_git,
     run_git_many,
     write_object,
@@ -80,6 +82,9 @@ _HEAD_REF: Final = "refs/heads/snapshots"
 _DIFF_TREE: Final = ["diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw"]
 # Against the base, renames are a delete and an add (so the result can be advanced step by step).
 _DIFF_TREE_PLAIN: Final = ["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", "--raw"]
+# The same, of the index against a tree (entries added with ``--intent-to-add`` are not in the tree).
+_DIFF_INDEX: Final = ["diff-index", "--cached", "-z", "-M", "--raw", "--ita-invisible-in-index"]
+_DIFF_INDEX_PLAIN: Final = ["diff-index", "--cached", "-z", "--no-renames", "--raw", "--ita-invisible-in-index"]
 _ABSENT_MODE: Final = "000000"
 _ABSENT_SHA: Final = "0" * 40
 _START_REF: Final = "refs/baton/start"
@@ -104,6 +109,8 @@ _ATTRIBUTES: Final = "* -text -filter -ident\n"
 
 def display_path(path: str) -> str:
     """A path fit for JSON anywhere: bytes that are not UTF-8 appear as ``\\xNN``."""
+    if path.isascii():
+        return path
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
@@ -217,6 +224,7 @@ class Snapshot:
 class _Status:
     stage: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    staged: bool = False  # ``stage`` is in the index already
 
 
 @dataclass
@@ -246,6 +254,11 @@ class ShadowRepo:
         self.work_tree = work_tree.resolve()
         self.max_file_bytes = max_file_bytes
         self.secret_patterns = tuple(secret_patterns)
+        # one expression for the patterns matched against the name, one for those with a slash
+        self._secret_matchers = (
+            _any_of(p for p in self.secret_patterns if "/" not in p),
+            _any_of(p for p in self.secret_patterns if "/" in p),
+        )
         self._env = clean_environment(
             {
                 "GIT_DIR": str(self.git_dir),
@@ -255,6 +268,7 @@ class ShadowRepo:
         )
         self._lock = threading.Lock()
         self._last: _Last | None = None
+        self._listed = False  # the shadow's snapshots were looked for (``_last`` is the newest, if any)
         self._user_git: tuple[Path, Path] | bool | None = False  # (git dir, common dir), None: no repo
         self._base_trees: dict[str, str] = {}
         self._start: tuple[str, str] | None = None  # the commit and tree when the run started
@@ -360,13 +374,15 @@ class ShadowRepo:
             self._seed_index(git_dir)
         status = self._scan()
         self._stage(status.stage)
-        tree = self.git("write-tree").decode().strip()
+        tree, _ = self._write_tree(status.stage)
         self._index_tree = tree
         commit = self._commit(tree, None, "baton start\n")
         self._write_ref(_START_REF, commit)
         self._write_ref(_HEAD_REF, commit)
         self._start = (commit, tree)
         self._last = None
+        # a shadow baton just started has no snapshot (its refs are loose files only baton writes)
+        self._listed = not (self.git_dir / _SNAPSHOT_REFS).exists()
 
     def _seed_index(self, user_git_dir: Path) -> None:
         """Start from a copy of the user's index (its stat cache), else from the tree at HEAD."""
@@ -407,26 +423,36 @@ class ShadowRepo:
             status = self._targeted(pathspecs) if pathspecs is not None else None
             if status is None:
                 status = self._scan()
-            if status.stage or self._index_tree is None:
-                self._stage(status.stage)
-                self._index_tree = self.git("write-tree").decode().strip()
-            tree = self._index_tree  # nothing staged: the index, and so its tree, did not change
             last = self._latest()
             assert self._start is not None
             reference = last.tree if last else self._start[1]
+            base: tuple[str | None, str] | None = None
+            diffs: tuple[bytes, bytes | None] | None = None
+            if status.stage or self._index_tree is None:
+                if not status.staged:
+                    self._stage(status.stage)
+                base = self.base()
+                cached = self._since_base
+                known = cached is not None and cached[0] == base[1] and cached[1] == reference
+                self._index_tree, diffs = self._write_tree(status.stage, reference, None if known else base[1])
+            tree = self._index_tree  # nothing staged: the index, and so its tree, did not change
             if tree == reference:
                 return None
-            base_commit, base_tree = self.base()
+            base_commit, base_tree = base if base is not None else self.base()
             number = (last.number if last else 0) + 1
             log_seq_from = (last.log_seq_to if last else 0) + 1
             cached = self._since_base
             if cached is not None and cached[0] == base_tree and cached[1] == reference:
-                step = parse_raw_diff(self.git(*_DIFF_TREE, reference, tree))
+                raw_step = diffs[0] if diffs is not None else self.git(*_DIFF_TREE, reference, tree)
+                step = parse_raw_diff(raw_step)
                 against_base = _advance(cached[2], step)
             else:  # first snapshot here, or the base moved: diff the whole tree against the base
-                raw_base, raw_step = run_git_many(
-                    [[*_DIFF_TREE_PLAIN, base_tree, tree], [*_DIFF_TREE, reference, tree]], self._env
-                )
+                if diffs is not None and diffs[1] is not None:
+                    raw_step, raw_base = diffs[0], diffs[1]
+                else:
+                    raw_base, raw_step = run_git_many(
+                        [[*_DIFF_TREE_PLAIN, base_tree, tree], [*_DIFF_TREE, reference, tree]], self._env
+                    )
                 step = parse_raw_diff(raw_step)
                 against_base = {entry.path: entry for entry in parse_raw_diff(raw_base)}
             self._since_base = (base_tree, tree, against_base)
@@ -496,11 +522,22 @@ class ShadowRepo:
         return result
 
     def _targeted(self, paths: list[str]) -> _Status | None:
-        """Just the named paths (``None``: one is a folder, so scan instead)."""
+        """Just the named paths (``None``: one is a folder, so scan instead), staged.
+
+        Files already tracked (the usual edit) are staged by one ``update-index`` without
+        ``--add``, which refuses a path the index does not hold; then (a new file) the ignored
+        ones are listed first and the rest added.
+        """
         if len(paths) > _MAX_TARGETED:
             return None
+        known = self._classify(paths, frozenset())
+        if known is not None and not known.skipped and self._stage(known.stage, add=False):
+            known.staged = True
+            return known
         out = self.git("ls-files", "--others", "--ignored", "--exclude-standard", "-z", "--", *paths)
-        ignored = {os.fsdecode(raw) for raw in out.split(b"\0") if raw}
+        return self._classify(paths, {os.fsdecode(raw) for raw in out.split(b"\0") if raw})
+
+    def _classify(self, paths: list[str], ignored: Set[str]) -> _Status | None:
         result = _Status()
         root = str(self.work_tree)
         for path in paths:
@@ -544,11 +581,8 @@ class ShadowRepo:
         name = os.path.basename(path)
         if name in _SECRET_EXCEPTIONS:
             return False
-        for pattern in self.secret_patterns:
-            target = path if "/" in pattern else name
-            if fnmatch.fnmatchcase(target, pattern):
-                return True
-        return False
+        names, paths = self._secret_matchers
+        return bool((names is not None and names.match(name)) or (paths is not None and paths.match(path)))
 
     def _has_commit(self, nested: str) -> bool:
         env = clean_environment({"GIT_DIR": str(self.work_tree / nested / ".git"), "GIT_OPTIONAL_LOCKS": "0"})
@@ -557,14 +591,105 @@ class ShadowRepo:
         except GitFailed:
             return False
 
-    def _stage(self, paths: list[str]) -> None:
-        """Hash ``paths`` into the index (added, changed, deleted, or replaced by a folder)."""
+    def _stage(self, paths: list[str], *, add: bool = True, packed: bool = True) -> bool:
+        """Hash ``paths`` into the index (added, changed, deleted, or replaced by a folder).
+
+        Without ``add`` a path the index does not hold is refused: then nothing is staged and
+        the answer is ``False``. From ``_PACK_FROM`` paths on (and ``packed``) the blobs go into
+        one pack written by ``fast-import`` while ``update-index --info-only`` hashes the files
+        into the index at the same time; :meth:`_write_tree` checks that they agree.
+        """
         if not paths:
-            return
+            return True
         spec = b"\0".join(os.fsencode(p) for p in paths) + b"\0"
-        # Many new blobs go into one pack (git's bulk check-in) instead of a file each.
-        options = ["-c", "core.bigFileThreshold=1"] if len(paths) >= _PACK_FROM else []
-        self.git(*options, "update-index", "--add", "--remove", "--replace", "-z", "--stdin", input=spec)
+        flags = ["--add", "--remove", "--replace"] if add else ["--remove", "--replace"]
+        try:
+            if packed and len(paths) >= _PACK_FROM:
+                self._stage_packed(paths, flags, spec)
+            else:
+                # git's bulk check-in: many new blobs go into one pack instead of a file each
+                options = ["-c", "core.bigFileThreshold=1"] if len(paths) >= _PACK_FROM else []
+                self.git(*options, "update-index", *flags, "-z", "--stdin", input=spec)
+        except GitFailed as exc:
+            if add or exc.returncode < 0:
+                raise
+            return False  # git dies before it writes the index
+        return True
+
+    def _stage_packed(self, paths: list[str], flags: list[str], spec: bytes) -> None:
+        # update-index's bulk check-in looks every new blob up again (a rescan of the pack
+        # folders each), which makes it several times slower than fast-import's one pass.
+        failure: list[GitFailed] = []
+
+        def index() -> None:
+            try:
+                self.git("update-index", *flags, "--info-only", "-z", "--stdin", input=spec)
+            except GitFailed as exc:
+                failure.append(exc)
+
+        indexer = threading.Thread(target=index, name="baton-update-index")
+        indexer.start()
+        try:
+            importer = ["-c", "fastimport.unpackLimit=0", "-c", "pack.compression=1", "fast-import", "--quiet"]
+            feed_git(importer, self._env, self._blobs(paths))
+        finally:
+            indexer.join()
+        if failure:
+            raise failure[0]
+
+    def _blobs(self, paths: list[str]) -> Iterator[bytes]:
+        """``paths``' contents as fast-import ``blob`` commands (none for a deleted file or a folder)."""
+        root = str(self.work_tree)
+        for path in paths:
+            content = self._blob_content(os.path.join(root, path))
+            if content is not None:
+                yield b"blob\ndata %d\n" % len(content)
+                yield content
+                yield b"\n"
+
+    def _blob_content(self, full: str) -> bytes | None:
+        """What git stores for the file at ``full``: its bytes, a symlink's target, ``None`` for anything else."""
+        try:
+            info = os.lstat(full)
+            if stat.S_ISLNK(info.st_mode):
+                return os.readlink(os.fsencode(full))
+            if stat.S_ISREG(info.st_mode):
+                with open(full, "rb") as handle:
+                    return handle.read()
+        except OSError:
+            return None  # gone or unreadable: update-index says what it makes of it
+        return None
+
+    def _write_tree(
+        self, staged: list[str], reference: str | None = None, base_tree: str | None = None
+    ) -> tuple[str, tuple[bytes, bytes | None] | None]:
+        """The index's tree, and (given ``reference``) the raw diffs of the index against
+        ``reference`` (renames found) and ``base_tree`` (none), which run alongside.
+
+        The diffs read the index ``write-tree`` replaces (it renames a complete file into
+        place, with the same entries), so they give what ``diff-tree`` of the trees would.
+        A blob missing after a packed stage (the file changed between fast-import's read and
+        update-index's) is hashed again, written this time; then there are no diffs.
+        """
+        commands = [["write-tree"]]
+        if reference is not None:
+            commands.append([*_DIFF_INDEX, reference])
+            if base_tree is not None:
+                commands.append([*_DIFF_INDEX_PLAIN, base_tree])
+        try:
+            out = run_git_many(commands, self._env)
+        except GitFailed as exc:
+            if len(staged) < _PACK_FROM or "invalid object" not in exc.stderr:
+                raise
+            spec = b"\0".join(os.fsencode(p) for p in staged) + b"\0"
+            # update-index passes over an entry whose stat data match: forget them first
+            self.git("update-index", "--force-remove", "-z", "--stdin", input=spec)
+            self._stage(staged, packed=False)
+            return self.git("write-tree").decode().strip(), None
+        tree = out[0].decode().strip()
+        if reference is None:
+            return tree, None
+        return tree, (out[1], out[2] if base_tree is not None else None)
 
     def _write_ref(self, ref: str, commit: str) -> None:
         """Point ``ref`` at ``commit`` (the shadow's refs are loose files only baton writes)."""
@@ -587,7 +712,8 @@ class ShadowRepo:
         return self.git("rev-parse", f"{ref}^{{tree}}").decode().strip()
 
     def _latest(self) -> _Last | None:
-        if self._last is None:
+        if self._last is None and not self._listed:
+            self._listed = True
             records = self.snapshots()
             if records:
                 newest = records[-1]
@@ -621,6 +747,12 @@ class ShadowRepo:
         """``git diff-tree -r -M`` between two trees, parsed."""
         out = self.git(*_DIFF_TREE, old_tree, new_tree)
         return parse_raw_diff(out)
+
+
+def _any_of(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    """One expression matching what ``fnmatch.fnmatchcase`` matches with any of ``patterns``."""
+    parts = [f"(?:{fnmatch.translate(pattern)})" for pattern in patterns]
+    return re.compile("|".join(parts)) if parts else None
 
 
 def _config_text() -> str:
