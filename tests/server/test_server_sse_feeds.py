@@ -61,6 +61,7 @@ async def test_acp_streams_share_one_reader_and_late_joiners_at_old_ids_get_exac
             after = rng.choice([0, 1, 2, rng.randint(3, 140)])
             if after not in readers:
                 readers[after] = stream(after)
+        await asyncio.to_thread(wait_until, lambda: feeds.watching(run.id, "acp") == 12, 10, "every stream")
         joined.set()
         await writer
         received = dict(zip(readers, await asyncio.wait_for(asyncio.gather(*readers.values()), 30), strict=True))
@@ -127,42 +128,103 @@ async def test_acp_streams_of_a_run_executed_by_another_process_share_one_store_
         assert [m.id for m in messages] == entries[after:]
 
 
+class _Log:
+    """Frames 1, 2, 3 … appended by the test; ``read`` is a feed's reader over them (replay, then live)."""
+
+    def __init__(self, frames: int) -> None:
+        self.ids = list(range(1, frames + 1))
+        self.reads: list[int] = []  # the ``after`` of every read, in order
+        self.closed = False
+        self.failure: Exception | None = None
+        self.changed = asyncio.Condition()
+
+    async def append(self, count: int = 1) -> None:
+        async with self.changed:
+            self.ids += range(len(self.ids) + 1, len(self.ids) + count + 1)
+            self.changed.notify_all()
+
+    async def end(self, failure: Exception | None = None) -> None:
+        async with self.changed:
+            self.closed, self.failure = True, failure
+            self.changed.notify_all()
+
+    async def wait_reads(self, count: int) -> None:
+        async with self.changed:
+            await self.changed.wait_for(lambda: len(self.reads) >= count)
+
+    async def read(self, after: int) -> AsyncGenerator[Frame, None]:
+        async with self.changed:
+            self.reads.append(after)
+            self.changed.notify_all()
+        cursor = after
+        while True:
+            while cursor < len(self.ids):
+                cursor += 1
+                yield Frame(cursor, b"%d" % cursor)
+            async with self.changed:
+                await self.changed.wait_for(lambda seen=cursor: self.closed or seen < len(self.ids))
+                if self.closed and cursor >= len(self.ids):
+                    if self.failure is not None:
+                        raise self.failure
+                    return
+
+
+async def _take(feeds: SharedFeeds, log: _Log, after: int, got: list[int]) -> BaseException | None:
+    try:
+        async for frame in feeds.frames("r", "acp", after, log.read, from_start=False):
+            got.append(frame.id)
+            async with log.changed:  # for a test waiting on what a stream got
+                log.changed.notify_all()
+    except UsageError as exc:
+        return exc
+    return None
+
+
+async def test_an_older_joiner_reads_up_to_the_feeds_first_frame_itself_then_joins() -> None:
+    feeds, log = SharedFeeds(), _Log(3)
+    first: list[int] = []
+    older: list[int] = []
+    streams = [asyncio.create_task(_take(feeds, log, 2, first))]
+    await log.append()
+    async with log.changed:  # the feed has read a frame: it can no longer start over
+        await log.changed.wait_for(lambda: first == [3, 4])
+    streams.append(asyncio.create_task(_take(feeds, log, 0, older)))
+    await log.wait_reads(2)
+    await log.append(3)
+    await log.end()
+    assert await asyncio.wait_for(asyncio.gather(*streams), 5) == [None, None]
+    assert (first, older, log.reads) == ([3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 6, 7], [2, 0])
+    assert feeds.started["acp"] == 1 and feeds.active() == 0
+
+
+async def test_a_feed_that_read_nothing_yet_starts_over_from_an_older_joiner() -> None:
+    feeds, log = SharedFeeds(), _Log(3)
+    ahead: list[int] = []
+    behind: list[int] = []
+    streams = [asyncio.create_task(_take(feeds, log, 5, ahead))]
+    await log.wait_reads(1)
+    streams.append(asyncio.create_task(_take(feeds, log, 1, behind)))
+    await log.wait_reads(2)
+    await log.append(4)
+    await log.end()
+    assert await asyncio.wait_for(asyncio.gather(*streams), 5) == [None, None]
+    assert (ahead, behind, log.reads) == ([6, 7], [2, 3, 4, 5, 6, 7], [5, 1])  # one feed, started over at 1
+    assert feeds.started["acp"] == 1 and feeds.active() == 0
+
+
 async def test_a_failing_feed_ends_each_of_its_streams_with_its_error_and_the_next_starts_afresh() -> None:
-    feeds = SharedFeeds()
-    reads: list[int] = []
-    reading = asyncio.Condition()
-    fail = asyncio.Event()
-
-    async def read(after: int) -> AsyncGenerator[Frame, None]:
-        async with reading:
-            reads.append(after)
-            reading.notify_all()
-        for seq in range(after + 1, 4):
-            yield Frame(seq, b"%d" % seq)
-        await fail.wait()
-        raise UsageError("request_invalid", "the store went away")
-
-    async def take(after: int) -> tuple[list[int], BaseException | None]:
-        ids: list[int] = []
-        try:
-            async for frame in feeds.frames("r", "acp", after, read, from_start=False):
-                ids.append(frame.id)
-        except UsageError as exc:
-            return ids, exc
-        return ids, None
-
-    streams = [asyncio.create_task(take(after)) for after in (1, 0, 2)]
-    async with reading:  # the feed (after 1) and the older joiner's own read (after 0)
-        await reading.wait_for(lambda: len(reads) == 2)
-    fail.set()
+    feeds, log = SharedFeeds(), _Log(3)
+    got: list[list[int]] = [[], []]
+    streams = [asyncio.create_task(_take(feeds, log, after, ids)) for after, ids in zip((0, 2), got, strict=True)]
+    await log.wait_reads(1)
+    await log.end(UsageError("request_invalid", "the store went away"))
     results = await asyncio.wait_for(asyncio.gather(*streams), 5)
-    assert [ids for ids, _ in results] == [[2, 3], [1, 2, 3], [3]]
-    assert all(isinstance(error, UsageError) for _, error in results)
+    assert got == [[1, 2, 3], [3]] and all(isinstance(error, UsageError) for error in results)
     assert feeds.active() == 0
-    fail.clear()
-    fresh = asyncio.create_task(take(0))
-    async with reading:
-        await reading.wait_for(lambda: len(reads) == 3)
-    assert reads[-1] == 0 and feeds.started["acp"] == 2
-    fail.set()
-    assert (await asyncio.wait_for(fresh, 5))[0] == [1, 2, 3]
+    log.closed, log.failure = False, None
+    fresh: list[int] = []
+    again = asyncio.create_task(_take(feeds, log, 1, fresh))
+    await log.wait_reads(2)
+    assert feeds.started["acp"] == 2
+    await log.end()
+    assert await asyncio.wait_for(again, 5) is None and fresh == [2, 3]

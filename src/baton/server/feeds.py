@@ -15,9 +15,10 @@ Where a feed starts:
   first id, so the list holds every frame and any resume point is in it.
 - ``from_start=False`` (``view=acp``: entries can be read from any seq): where its first
   stream resumes. A later stream resuming before that reads the frames in between itself
-  (``read(after)`` up to the feed's start: the store, or the live log when they are not
-  committed yet) and then continues in the list from the feed's first frame: ids are
-  contiguous, so nothing is missed or repeated at the seam.
+  (``read(after)`` up to the feed's start: the store, as the feed's first frame is committed)
+  and then continues in the list from the feed's first frame: ids are contiguous, so nothing is
+  missed or repeated at the seam. A feed that has read nothing yet (its first stream resumed at
+  the end of the log, or beyond it) starts over from the older point instead.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ class SharedFeeds:
         """Feeds running now (of one view, or of all)."""
         return sum(1 for _run, feed_view in self._feeds if view is None or feed_view == view)
 
+    def watching(self, run_id: str, view: str) -> int:
+        """Streams reading the run's feed of ``view`` now."""
+        feed = self._feeds.get((run_id, view))
+        return feed.readers if feed is not None else 0
+
     async def frames(
         self, run_id: str, view: str, after: int, read: Read, *, from_start: bool
     ) -> AsyncGenerator[Frame, None]:
@@ -76,8 +82,15 @@ class SharedFeeds:
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = _Feed(start=0 if from_start else after)
-            feed.task = asyncio.create_task(self._feed(key, feed, read), name=f"baton-feed-{view}-{run_id}")
+            self._start(key, feed, read)
             self.started[view] += 1
+        elif after < feed.start and not feed.frames and not feed.ended:
+            # Nothing read yet (its first stream resumed at the log's end, or beyond it): the feed
+            # starts over from this older point; its streams skip what they already have.
+            assert feed.task is not None
+            feed.task.cancel()
+            feed.start = after
+            self._start(key, feed, read)
         feed.readers += 1
         try:
             if after < feed.start:  # older than the feed: read up to its start, then join it
@@ -110,6 +123,10 @@ class SharedFeeds:
                 if feed.task is not None:
                     feed.task.cancel()
 
+    def _start(self, key: tuple[str, str], feed: _Feed, read: Read) -> None:
+        run_id, view = key
+        feed.task = asyncio.create_task(self._feed(key, feed, read), name=f"baton-feed-{view}-{run_id}")
+
     async def _feed(self, key: tuple[str, str], feed: _Feed, read: Read) -> None:
         try:
             async with aclosing(read(feed.start)) as source:  # type: ignore[type-var]
@@ -117,14 +134,13 @@ class SharedFeeds:
                     feed.frames.append(frame)
                     feed.ids.append(frame.id)
                     feed.publish()
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # the streams end with an error event; the next one starts a new feed
             _log.warning("reading run %s for its %s streams failed: %r", *key, exc)
             feed.failure = exc
             if self._feeds.get(key) is feed:  # a stream arriving now starts afresh
                 del self._feeds[key]
         finally:
-            feed.ended = True
-            with contextlib.suppress(RuntimeError):  # the loop may be closing
-                feed.publish()
+            if feed.task is asyncio.current_task():  # not a task cancelled because the feed started over
+                feed.ended = True
+                with contextlib.suppress(RuntimeError):  # the loop may be closing
+                    feed.publish()
