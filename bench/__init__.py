@@ -19,6 +19,7 @@ MODULES: dict[str, str] = {
     "append": "bench.append",
     "convert": "bench.convert",
     "gates": "bench.gates",
+    "handoff": "bench.handoff",
     "http": "bench.http",
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",

@@ -293,3 +293,27 @@ async def test_a_secret_across_two_read_chunks_of_an_agent_home_file_is_redacted
         body = tar.extractfile("agent-home/.claude/projects/-x-repo-a/big.jsonl").read()  # type: ignore[union-attr]
     assert SECRET.encode() not in body and body.count(b"[REDACTED]") == 3
     assert len(body) == big.stat().st_size - 3 * (len(SECRET) - len(b"[REDACTED]"))
+
+
+async def test_a_log_value_the_database_refuses_rolls_the_run_back(
+    tmp_path: Path, long_export: tuple[Path, Path, str], store_url: str
+) -> None:
+    """A NUL character in a log entry's time, deep in the log: Postgres text cannot hold it (the
+    import is refused after the pages before it were written, and nothing stays); SQLite can."""
+    good, repo, run_id = long_export
+
+    def nul(lines: list[bytes]) -> None:
+        entry = json.loads(lines[PAGE + 50])
+        lines[PAGE + 50] = json.dumps({**entry, "ts": "2026-11-30T12:00:00\u0000Z"}).encode() + b"\n"
+
+    odd = _with_log(good, tmp_path / "nul.tar.gz", nul)
+    if store_url.startswith("postgresql"):
+        refused = await _refused_leaving_nothing(tmp_path, odd, repo, "archive_unsafe_entry", store_url=store_url)
+        assert "do not fit this store" in refused.message
+        return
+    destination = settings_for(tmp_path / "home-b", store_url)
+    destination.home.mkdir()
+    async with Store.open(destination.resolved_database_url) as store:
+        await import_run(store, destination, odd, repo=clone(repo, tmp_path / "repo-b"))
+        after = read_run_rows(store.engine, run_id)
+    assert after is not None and after.log[PAGE + 50]["ts"] == "2026-11-30T12:00:00\u0000Z"

@@ -44,6 +44,7 @@ import fnmatch
 import gzip
 import hashlib
 import json
+import marshal
 import os
 import re
 import shutil
@@ -58,7 +59,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
 import baton
@@ -583,24 +583,21 @@ def _conversation_state(state: Any) -> Row | None:
     }
 
 
-def _stage_line(row: Row) -> bytes:
-    try:
-        return orjson.dumps(row) + b"\n"
-    except TypeError:  # a lone surrogate (an undecodable file name): the standard library escapes it
-        return json.dumps(row).encode() + b"\n"
-
-
 def _stage(values: Iterator[Any], check: Callable[[Any, int], Row], staged: Path) -> int:
-    """Each value checked (numbered from 1) and written to ``staged`` as a line; how many."""
+    """Each value checked (numbered from 1) and written to ``staged`` in pages; how many.
+
+    A page is one :mod:`marshal` record: this process wrote it from checked JSON values, and
+    reads it back several times faster than it would parse JSON again."""
     count = 0
     with staged.open("xb") as out:
-        batch: list[bytes] = []
+        page: Page = []
         for count, value in enumerate(values, 1):
-            batch.append(_stage_line(check(value, count)))
-            if len(batch) >= PAGE:
-                out.write(b"".join(batch))
-                batch.clear()
-        out.write(b"".join(batch))
+            page.append(check(value, count))
+            if len(page) >= PAGE:
+                marshal.dump(page, out)
+                page = []
+        if page:
+            marshal.dump(page, out)
     return count
 
 
@@ -614,15 +611,13 @@ def _staged_pages(unpacked: _Unpacked) -> Iterator[tuple[str, Page]]:
             if unpacked.conversation_state is not None:
                 yield table, [unpacked.conversation_state]
         else:
-            page: Page = []
-            with unpacked.staged[table].open("rb") as lines:
-                for line in lines:
-                    page.append(parse_json(line, table))
-                    if len(page) >= PAGE:
-                        yield table, page
-                        page = []
-            if page:
-                yield table, page
+            with unpacked.staged[table].open("rb") as pages:
+                while True:
+                    try:
+                        page = marshal.load(pages)
+                    except EOFError:
+                        break
+                    yield table, page
 
 
 def _write_chunks(chunks: Iterator[bytes], target: Path, mode: int) -> None:
@@ -642,7 +637,7 @@ def _relocate(unpacked: _Unpacked, target: Path) -> None:
     if status not in TERMINAL_STATUSES and status != "interrupted":
         transition = {"from_status": status, "to_status": "interrupted", "reason": "imported", "at": utc_timestamp()}
         with unpacked.staged["transitions"].open("ab") as transitions:
-            transitions.write(_stage_line(transition))
+            marshal.dump([transition], transitions)
         run.update(status="interrupted", status_reason="imported")
 
 

@@ -19,9 +19,10 @@ from typing import Any, Final
 
 from sqlalchemy import Engine, Table, delete, insert, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from baton.errors import RefusedError
+from baton.store._writer import _inserter
 from baton.store.engine import READ_ONLY
 from baton.store.tables import (
     conversation_state,
@@ -192,10 +193,18 @@ def insert_run_rows(engine: Engine, head: RunHead, pages: Iterable[tuple[str, Pa
                 if known is None:
                     connection.execute(insert(tasks).values(**head.task))
             run_key = connection.execute(insert(runs).values(**head.run).returning(runs.c.run_key)).scalar_one()
+            log_insert = _inserter(engine)  # the session log's fast path: multi-row VALUES, or COPY
+            driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
             for name, rows in pages:
-                if rows:
+                if name == "log":
+                    values = [(run_key, *(row[column] for column in _LOG_COLUMNS)) for row in rows]
+                    try:
+                        log_insert(connection, values, retry=False)
+                    except driver_error as exc:  # the driver's own cursor: wrapped as SQLAlchemy would
+                        raise DBAPIError.instance("INSERT INTO log_entries", None, exc, driver_error) from exc
+                elif rows:
                     connection.execute(insert(_TABLE[name]), [{**row, "run_key": run_key} for row in rows])
-                    written += len(rows)
+                written += len(rows)
     except IntegrityError as exc:
         raise RefusedError("run_exists", f"cannot import run {run_id}: {exc.orig}") from exc
     return written
