@@ -405,7 +405,7 @@ def _redacted_copy(source: Path, write: Callable[[bytes], None], secrets: list[b
 @dataclass
 class _Unpacked:
     head: RunHead
-    staged: dict[str, Path]  # table → its checked rows, one JSON object a line
+    staged: dict[str, Path]  # table → its checked rows, in marshal pages
     snapshots: list[Row]  # few, and needed whole: the archives to check and to seed the shadow
     conversation_state: Row | None
     archives: dict[str, Path]  # blob key → staged file
@@ -466,7 +466,7 @@ def _unpack(
     layout = _MEMBERS[str(manifest.raw["format"])]
     tables = {name: (table, lines) for table, (name, lines) in layout.items()}
     task = manifest.raw.get("task")
-    head = RunHead(run=run, task=row_of(task, tasks, ("id", "prompt", "created_at"), "task") if task else None)
+    head = RunHead(run=run, task=None if task is None else row_of(task, tasks, ("id", "prompt", "created_at"), "task"))
     unpacked = _Unpacked(head=head, staged={}, snapshots=[], conversation_state=None, archives={})
     raw_snapshots: list[Any] = []
     found: set[str] = set()
@@ -492,7 +492,7 @@ def _unpack(
             if table == "snapshots":
                 raw_snapshots.extend(values)
             else:
-                unpacked.staged[table] = staged = staging / "rows" / f"{table}.jsonl"
+                unpacked.staged[table] = staged = staging / "rows" / f"{table}.pages"
                 count = _stage(values, _CHECKS[table], staged)
                 if table == "log":
                     unpacked.log_entries = count
