@@ -42,14 +42,19 @@ def logs_command(
 
 
 async def _read(run_id: str, view: str, after: int) -> list[Any]:
+    # The store and the log only, not ``baton.runs``: its agents' SDKs take ~2 s of CPU to import.
     from baton.events.project import project
-    from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
+    from baton.store import Redactor, SessionLog, Store
 
-    async with Baton(Settings.load()) as baton:
-        await baton.store.get_run(run_id)
+    settings = Settings.load()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    async with store:
+        await store.get_run(run_id)
+        log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
         if view == "acp":
-            return list(await baton.log.read(run_id, after=after))
-        entries = await baton.log.read(run_id)
+            return list(await log.read(run_id, after=after))
+        entries = await log.read(run_id)
         return [event for event in project(entries) if event["seq"] > after]
 
 
