@@ -188,6 +188,24 @@ def test_a_file_changed_between_the_pack_and_the_index_is_stored_as_the_index_ha
     assert ShadowRepo(shadow_repo.git_dir, repo).capture() is None
 
 
+def test_an_index_left_naming_blobs_never_stored_is_mended_by_the_next_capture(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"one.txt": "1\n", "sub/two.txt": "2\n"})
+    shadow_repo = shadow(tmp_path, repo)
+    shadow_repo.prepare()
+    (repo / "one.txt").write_text("one, edited\n")
+    (repo / "sub" / "two.txt").write_text("two, edited\n")
+    # what a capture killed between update-index --info-only and fast-import's end leaves behind
+    shadow_repo.git("update-index", "--info-only", "--", "one.txt")
+    unstored = blob_id(b"one, edited\n")
+    assert unstored in shadow_repo.git("ls-files", "--stage", "one.txt").decode()
+    assert shadow_repo.git("cat-file", "--batch-check", input=unstored.encode()) == f"{unstored} missing\n".encode()
+
+    snapshot = ShadowRepo(shadow_repo.git_dir, repo).capture(["sub/two.txt"])  # another process
+    assert snapshot is not None
+    assert snapshot.changes.modified == ("one.txt", "sub/two.txt")
+    assert_consistent(shadow_repo, snapshot)
+
+
 def test_an_intent_to_add_entry_in_the_users_index_is_captured_with_its_content(tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "repo", {"a.txt": "a\n"})
     (repo / "planned.txt").write_text("planned\n")

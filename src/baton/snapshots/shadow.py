@@ -374,7 +374,7 @@ class ShadowRepo:
             self._seed_index(git_dir)
         status = self._scan()
         self._stage(status.stage)
-        tree, _ = self._write_tree(status.stage)
+        tree, _ = self._write_tree()
         self._index_tree = tree
         commit = self._commit(tree, None, "baton start\n")
         self._write_ref(_START_REF, commit)
@@ -434,7 +434,7 @@ class ShadowRepo:
                 base = self.base()
                 cached = self._since_base
                 known = cached is not None and cached[0] == base[1] and cached[1] == reference
-                self._index_tree, diffs = self._write_tree(status.stage, reference, None if known else base[1])
+                self._index_tree, diffs = self._write_tree(reference, None if known else base[1])
             tree = self._index_tree  # nothing staged: the index, and so its tree, did not change
             if tree == reference:
                 return None
@@ -661,7 +661,7 @@ class ShadowRepo:
         return None
 
     def _write_tree(
-        self, staged: list[str], reference: str | None = None, base_tree: str | None = None
+        self, reference: str | None = None, base_tree: str | None = None
     ) -> tuple[str, tuple[bytes, bytes | None] | None]:
         """The index's tree, and (given ``reference``) the raw diffs of the index against
         ``reference`` (renames found) and ``base_tree`` (none), which run alongside.
@@ -669,7 +669,8 @@ class ShadowRepo:
         The diffs read the index ``write-tree`` replaces (it renames a complete file into
         place, with the same entries), so they give what ``diff-tree`` of the trees would.
         A blob missing after a packed stage (the file changed between fast-import's read and
-        update-index's) is hashed again, written this time; then there are no diffs.
+        update-index's, or a capture was killed between them) is hashed again, written this
+        time; then there are no diffs.
         """
         commands = [["write-tree"]]
         if reference is not None:
@@ -679,17 +680,36 @@ class ShadowRepo:
         try:
             out = run_git_many(commands, self._env)
         except GitFailed as exc:
-            if len(staged) < _PACK_FROM or "invalid object" not in exc.stderr:
+            if "invalid object" not in exc.stderr:
                 raise
-            spec = b"\0".join(os.fsencode(p) for p in staged) + b"\0"
-            # update-index passes over an entry whose stat data match: forget them first
-            self.git("update-index", "--force-remove", "-z", "--stdin", input=spec)
-            self._stage(staged, packed=False)
+            self._restage_missing()
             return self.git("write-tree").decode().strip(), None
         tree = out[0].decode().strip()
         if reference is None:
             return tree, None
         return tree, (out[1], out[2] if base_tree is not None else None)
+
+    def _restage_missing(self) -> None:
+        """Hash again, writing their blobs, the index entries whose blob is not stored."""
+        listing = [line for line in self.git("ls-files", "--stage", "-z").split(b"\0") if line]
+        entries = []
+        for line in listing:
+            info, _, path = line.partition(b"\t")
+            mode, oid, _ = info.split(b" ")
+            if mode != b"160000":  # a gitlink names a commit of another repository
+                entries.append((oid, path))
+        if not entries:
+            return
+        wanted = b"\n".join(oid for oid, _ in entries) + b"\n"
+        answers = self.git("cat-file", "--batch-check=%(objectname)", input=wanted).splitlines()
+        missing = {line.split(b" ")[0] for line in answers if line.endswith(b" missing")}
+        paths = [os.fsdecode(path) for oid, path in entries if oid in missing]
+        if not paths:
+            return
+        spec = b"\0".join(os.fsencode(p) for p in paths) + b"\0"
+        # update-index passes over an entry whose stat data match: forget them first
+        self.git("update-index", "--force-remove", "-z", "--stdin", input=spec)
+        self._stage(paths, packed=False)
 
     def _write_ref(self, ref: str, commit: str) -> None:
         """Point ``ref`` at ``commit`` (the shadow's refs are loose files only baton writes)."""
