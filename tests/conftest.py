@@ -73,22 +73,38 @@ def slow_sample(slow: list[pytest.Item], *, seed: str, size: int, budget: float)
     return keep
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _stat_fields(pid: str) -> list[bytes]:
+    """``/proc/PID/stat`` after the command name: [0] the state, [19] the start time in ticks."""
+    return _read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+
+
+_SESSION_START = int(_stat_fields("self")[19])  # every process of this session starts after it
+
+
 def baton_process_ids(scope: str | None = None) -> list[int]:
     """Live processes carrying a BATON_RUN_ID — of this test session only, when ``scope`` (a
     path every run of the session lives under, e.g. pytest's base temp dir) is given: other
-    test sessions on the same machine run agents of their own."""
+    test sessions on the same machine run agents of their own. Checked after every test, so
+    cheap: the environment is read only of processes started since this session began."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        pid = entry.name
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = _stat_fields(pid)
+            if fields[0] == b"Z" or (scope is not None and int(fields[19]) < _SESSION_START):
+                continue
+            environ = _read(f"/proc/{pid}/environ")
         except (OSError, IndexError):
             continue
-        ours = scope is None or scope.encode() in environ
-        if state != "Z" and b"\0BATON_RUN_ID=" in b"\0" + environ and ours:
-            found.append(int(entry.name))
+        if b"\0BATON_RUN_ID=" in b"\0" + environ and (scope is None or scope.encode() in environ):
+            found.append(int(pid))
     return found
 
 

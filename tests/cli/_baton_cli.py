@@ -119,6 +119,12 @@ class BatonCLI:
     def __call__(self, *args: str, timeout: float = 90) -> Invocation:
         return self.finish(self.start(*args), timeout)
 
+    def here(self, monkeypatch: pytest.MonkeyPatch, *args: str) -> Invocation:
+        """``baton …`` with this home through the same app in this process (:func:`invoke_in_process`):
+        for the reads and decisions of a test about something else than the console script, which
+        would cost a process start (~1 s of CPU) each. Still another process than the run's."""
+        return invoke_in_process(monkeypatch, self.home, *args)
+
     def many(self, *commands: tuple[str, ...]) -> list[Invocation]:
         """Several invocations at once (each one is mostly interpreter start-up)."""
         started = [self.start(*args) for args in commands]

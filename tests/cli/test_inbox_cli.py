@@ -16,7 +16,9 @@ from baton.store import Redactor, SessionLog, Store
 pytestmark = pytest.mark.claude
 
 
-def test_messages_and_close_from_other_processes_while_others_follow_the_log(baton: BatonCLI, repo: Path) -> None:
+def test_messages_and_close_from_other_processes_while_others_follow_the_log(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     running = baton.start("run", "first", "--repo", str(repo), "--scenario", "plain", "--interactive", "--json")
     followers: list[Started] = []
     try:
@@ -34,8 +36,9 @@ def test_messages_and_close_from_other_processes_while_others_follow_the_log(bat
     finally:
         baton.stop([running, *followers])
     assert ended.returncode == 0, ended.describe()
-    stored = baton("logs", run_id, "--view", "acp").json_lines()
-    events = baton("logs", run_id, "--view", "events").json_lines()
+    # What the followers printed against what is stored, read back in this process.
+    stored = baton.here(monkeypatch, "logs", run_id, "--view", "acp").json_lines()
+    events = baton.here(monkeypatch, "logs", run_id, "--view", "events").json_lines()
     assert followed[0].json_lines() == stored
     assert followed[1].json_lines() == events
     assert followed[2].json_lines() == [entry for entry in stored if entry["seq"] > 5]
@@ -47,10 +50,10 @@ def test_messages_and_close_from_other_processes_while_others_follow_the_log(bat
     assert prompts == ["first", "second", "third"]
     assert stored[-1]["payload"]["params"]["status"] == "finished"
     assert events[-1]["type"] == "task.finished"
-    # The run has ended: refused (exit 3) with the code on stderr.
-    late = baton("send", run_id, "too late", "--json")
+    # The run has ended: refused (exit 3) with the code on stderr (the same app, in this process).
+    late = baton.here(monkeypatch, "send", run_id, "too late", "--json")
     assert late.returncode == 3 and json.loads(late.stderr)["error"]["code"] == "run_not_running"
-    missing = baton("close", "run_nope")
+    missing = baton.here(monkeypatch, "close", "run_nope")
     assert missing.returncode == 1 and missing.stderr == "baton: run_not_found: no run run_nope\n"
 
 

@@ -28,31 +28,34 @@ def repo(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "repo", {"README.md": "# r\n"})
 
 
-def only_gate(baton: BatonCLI) -> dict[str, Any]:
-    [gate] = json.loads(baton("gates", "--json").stdout)
+# The run is what these tests are about: they read its gate and its log back in this process.
+
+
+def only_gate(baton: BatonCLI, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    [gate] = json.loads(baton.here(monkeypatch, "gates", "--json").stdout)
     return dict(gate)
 
 
-def finished_result(baton: BatonCLI, run_id: str) -> str:
-    events = baton("logs", run_id, "--json").json_lines()
+def finished_result(baton: BatonCLI, monkeypatch: pytest.MonkeyPatch, run_id: str) -> str:
+    events = baton.here(monkeypatch, "logs", run_id, "--json").json_lines()
     finished = [event for event in events if event.get("type") == "task.finished"]
     assert len(finished) == 1, [event.get("type") for event in events]
     return str(finished[0]["data"]["result"])
 
 
-def test_a_question_is_answered_at_the_terminal(baton: BatonCLI, repo: Path) -> None:
+def test_a_question_is_answered_at_the_terminal(baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = ("run", "go", "--repo", str(repo), "--scenario", "ask-question")
     replies = [("answer (a number", "7"), ("pick an offered option", "2"), ("answer (number(s)", "1, 2")]
     session = run_in_terminal(baton, args, replies)
     assert session.returncode == 0 and session.answered == 3, session.describe()
     assert "Which database should I use?" in session.shown and "2. SQLite — A single file" in session.shown
-    gate = only_gate(baton)
+    gate = only_gate(baton, monkeypatch)
     assert gate["status"] == "answered" and gate["decided_by"] == "terminal"
     assert gate["decision"]["answers"] == [
         {"header": "Database", "selected": ["SQLite"]},
         {"header": "Extras", "selected": ["Caching", "Metrics"]},
     ]
-    result = finished_result(baton, gate["run_id"])
+    result = finished_result(baton, monkeypatch, gate["run_id"])
     assert '"Which database should I use?"="SQLite", "Which extras do you want?"="Caching, Metrics"' in result
 
 
@@ -61,31 +64,37 @@ def plan_review(baton: BatonCLI, repo: Path, replies: list[tuple[str, str]], edi
     return run_in_terminal(baton, args, replies, env={"EDITOR": editor, "VISUAL": ""})
 
 
-def test_a_plan_edited_in_the_editor_is_what_the_model_reads(baton: BatonCLI, repo: Path, tmp_path: Path) -> None:
+def test_a_plan_edited_in_the_editor_is_what_the_model_reads(
+    baton: BatonCLI, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "edited.md").write_text(EDITED_PLAN)
     editor = f'{sys.executable} -c "import shutil, sys; shutil.copy({str(tmp_path / "edited.md")!r}, sys.argv[1])"'
     session = plan_review(baton, repo, [("plan?", "e")], editor)
     assert session.returncode == 0 and session.answered == 1, session.describe()
     assert "│ 1. Read calc.js" in session.shown  # the plan was shown
     assert "[a]pprove / [r]eject with feedback / [e]dit" in session.shown
-    gate = only_gate(baton)
+    gate = only_gate(baton, monkeypatch)
     assert gate["kind"] == "plan_review" and gate["decided_by"] == "terminal"
     assert gate["decision"]["decision"] == "edit" and gate["decision"]["edited_plan"] == EDITED_PLAN
-    assert "Done. Tool result: after-plan" in finished_result(baton, gate["run_id"])
+    assert "Done. Tool result: after-plan" in finished_result(baton, monkeypatch, gate["run_id"])
 
 
 @pytest.mark.slow
-def test_a_plan_rejected_with_feedback_keeps_the_run_planning(baton: BatonCLI, repo: Path) -> None:
+def test_a_plan_rejected_with_feedback_keeps_the_run_planning(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     replies = [("plan?", "e"), ("unchanged", ""), ("plan?", "r"), ("feedback", "read the tests first")]
     session = plan_review(baton, repo, replies, "true")  # an editor that changes nothing: asked again
     assert session.returncode == 0 and session.answered == 4, session.describe()
-    gate = only_gate(baton)
+    gate = only_gate(baton, monkeypatch)
     assert gate["status"] == "denied" and gate["decision"]["reason"] == "read the tests first"
-    result = finished_result(baton, gate["run_id"])
+    result = finished_result(baton, monkeypatch, gate["run_id"])
     assert "Plan mode is read-only" in result
 
 
-def test_a_budget_is_continued_at_the_terminal_with_a_new_budget(baton: BatonCLI, repo: Path) -> None:
+def test_a_budget_is_continued_at_the_terminal_with_a_new_budget(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = (
         "run", "go", "--repo", str(repo), "--scenario", "write-and-run", "--mode", "acceptEdits",
         "--allow", "Bash(echo:*)", "--budget-usd", "0.001",
@@ -95,10 +104,10 @@ def test_a_budget_is_continued_at_the_terminal_with_a_new_budget(baton: BatonCLI
     assert session.returncode == 0 and session.answered == 4, session.describe()
     assert "Budget reached: cost $0.0016 of $0.001" in session.shown and "invalid_argument" in session.shown
     assert "[c]ontinue / [s]top" in session.shown  # the keys are shown, not taken for markup
-    gate = only_gate(baton)
+    gate = only_gate(baton, monkeypatch)
     assert gate["kind"] == "resource_limit" and gate["decided_by"] == "terminal"
     assert gate["decision"]["budget"] == {"usd": 1.0}
-    assert json.loads(baton("show", gate["run_id"], "--json").stdout)["status"] == "finished"
+    assert json.loads(baton.here(monkeypatch, "show", gate["run_id"], "--json").stdout)["status"] == "finished"
 
 
 def test_what_is_typed_at_the_terminal_is_read_strictly() -> None:

@@ -221,7 +221,7 @@ def test_logs_follow_in_another_process_prints_only_stored_entries_across_a_cras
 
 
 def test_a_worker_adopts_a_dead_run_with_an_inbox_message(
-    baton: BatonCLI, repo: Path, shared_model: ScriptedModelServer
+    baton: BatonCLI, repo: Path, shared_model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     running = baton.start("run", "first", "--repo", str(repo), "--interactive", *THREE_STEPS)
     run_id = until_event(running, "turn.finished")["run_id"]
@@ -231,7 +231,7 @@ def test_a_worker_adopts_a_dead_run_with_an_inbox_message(
     worker = baton.start("worker", "--interval", "0.2")
     try:
         _wait_for(lambda: _prompts(baton.home, run_id)[-1:] == ["second"] and _turns(baton.home, run_id) >= 3)
-        closed = baton("close", run_id)  # the worker executes the run now: accepted
+        closed = baton.here(monkeypatch, "close", run_id)  # the worker executes the run now: accepted
         _wait_for(lambda: run_status(baton.home / "baton.db", run_id) == "finished")
         worker[1].send_signal(signal.SIGTERM)
         stopped = baton.finish(worker, timeout=30)
@@ -277,7 +277,9 @@ def _wait_for(condition: Any, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(baton: BatonCLI, repo: Path) -> None:
+def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``baton run --no-wait`` parks and exits (no process executes the run); a running worker
     leaves it alone while its gate is pending, and continues it once another process approves."""
     with ScriptedModelServer("gate-park") as server:
@@ -285,12 +287,18 @@ def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(baton: BatonCLI, 
         parked = baton("run", "go", "--repo", str(repo), "--no-wait", "--json")
         assert parked.returncode == 4, parked.describe()
         run_id = parked.json_lines()[0]["run_id"]
-        worker = baton.start("worker", "--interval", "0.2")
+        worker = baton.start("worker", "--interval", "0.1")
         try:
-            time.sleep(2)  # several scans: a pending gate is no work
+            assert worker[1].stderr is not None
+            for line in worker[1].stderr:  # up and scanning
+                if "scanning every" in line:
+                    break
+            else:
+                pytest.fail("baton worker did not start")
+            time.sleep(1)  # ten scans: a pending gate is no work
             assert run_status(baton.home / "baton.db", run_id) == "paused"
-            [gate] = json.loads(baton("gates", "--status", "pending", "--json").stdout)
-            approved = baton("approve", gate["id"])
+            [gate] = json.loads(baton.here(monkeypatch, "gates", "--status", "pending", "--json").stdout)
+            approved = baton.here(monkeypatch, "approve", gate["id"])  # from another process than the worker
             assert approved.returncode == 0, approved.describe()
             _wait_for(lambda: run_status(baton.home / "baton.db", run_id) == "finished", timeout=90)
             worker[1].send_signal(signal.SIGTERM)
@@ -300,7 +308,7 @@ def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(baton: BatonCLI, 
     assert stopped.returncode == 0, stopped.describe()
     assert stopped.stderr.count(f"adopted run {run_id}") == 1, stopped.stderr
     assert (repo / "approved.txt").exists()
-    events = baton("logs", run_id, "--view", "events").json_lines()
+    events = baton.here(monkeypatch, "logs", run_id, "--view", "events").json_lines()
     assert [event["type"] for event in events].count("task.started") == 1
     assert events[-1]["type"] == "task.finished"
     assert not run_process_ids(run_id)
