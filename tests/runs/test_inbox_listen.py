@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from baton.runs.executors import this_executor_id
-from baton.runs.inbox import InboxCommand, InboxReader, post_command
+from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, post_command
 from baton.store import Store
 from baton.testing.postgres import TemporaryPostgres
 
@@ -66,6 +66,34 @@ async def test_a_reader_exited_at_any_moment_leaves_no_connection_open_and_no_co
                 lost.append((unit, amount, len(set(posted) - set(handed) - set(waiting))))
     assert lost == []  # (unit, amount, commands taken but never handed on)
     assert open_connection_warnings() == []
+
+
+async def test_a_message_close_or_cancel_handed_on_after_the_last_turn_is_refused_in_the_log() -> None:
+    """What the reader's exit hands on (a read in flight when the run's turns ended) is logged as
+    taken, then refused: no turn will take it, and a cancel does not turn a finished run cancelled."""
+    notes: list[tuple[str, object]] = []
+    cancelled: list[bool] = []
+
+    async def set_mode(mode: str) -> None:
+        pass
+
+    commands = RunCommands(
+        run_mode="interactive",
+        note=lambda name, params: notes.append((name, params)),
+        cancel=lambda: cancelled.append(True),
+        set_mode=set_mode,
+    )
+    commands.end()
+    await commands.handle(InboxCommand(1, "user_message", {"content": "late"}))
+    await commands.handle(InboxCommand(2, "close", {}))
+    await commands.handle(InboxCommand(3, "cancel", {}))
+    refused = [params for name, params in notes if name == "inbox_refused"]
+    assert [name for name, _ in notes] == ["inbox", "inbox_refused"] * 3
+    assert refused == [
+        {"id": id_, "kind": kind, "code": "run_not_running", "message": "the run has ended: no turn takes it"}
+        for id_, kind in [(1, "user_message"), (2, "close"), (3, "cancel")]
+    ]
+    assert cancelled == []  # a finished run stays finished
 
 
 def collect(ids: list[int]) -> Callable[[InboxCommand], Awaitable[None]]:

@@ -357,15 +357,18 @@ class RunExecution:
             on_command=commands.handle,
         )
         async with reader:
-            await self._start_budget()
-            if self._budget is not None and self._budget.stopped is not None:
-                return _budget_exhausted(self.run_id, self._budget.stopped.id)
-            outcome = await self._turn(conn, host, session_id, self.spec.prompt)
-            while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
-                prompt = await commands.next_prompt(self._idle_seconds)
-                if prompt is None:
-                    break
-                outcome = await self._turn(conn, host, session_id, prompt)
+            try:
+                await self._start_budget()
+                if self._budget is not None and self._budget.stopped is not None:
+                    return _budget_exhausted(self.run_id, self._budget.stopped.id)
+                outcome = await self._turn(conn, host, session_id, self.spec.prompt)
+                while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
+                    prompt = await commands.next_prompt(self._idle_seconds)
+                    if prompt is None:
+                        break
+                    outcome = await self._turn(conn, host, session_id, prompt)
+            finally:
+                commands.end()  # what the reader's exit still hands on is refused in the log
         if outcome.status == "finished" and self._cancel.is_set():  # cancelled between turns
             outcome = replace(outcome, status="cancelled", stop_reason="cancelled")
         return outcome

@@ -362,6 +362,12 @@ class RunCommands:
         self._set_mode = set_mode
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()  # None: close
         self._closing = False
+        self._ended = False
+
+    def end(self) -> None:
+        """No turn follows: a message, a close or a cancel handed on from now (by the reader's exit,
+        a read in flight when the turns ended) is refused, and a finished run stays finished."""
+        self._ended = True
 
     async def handle(self, command: InboxCommand) -> None:
         self._note("inbox", {"id": command.id, "kind": command.kind, "payload": command.payload})
@@ -377,6 +383,8 @@ class RunCommands:
 
     async def _act(self, command: InboxCommand) -> None:
         kind, payload = command.kind, command.payload
+        if kind in ("cancel", "user_message", "close") and self._ended:
+            raise RefusedError("run_not_running", "the run has ended: no turn takes it")
         if kind == "cancel":
             self._cancel()
             self._queue.put_nowait(None)  # wakes an interactive run waiting for a message
