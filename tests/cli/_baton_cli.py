@@ -131,8 +131,11 @@ class BatonCLI:
         return [self.finish(one) for one in started]
 
 
-def invoke_in_process(monkeypatch: pytest.MonkeyPatch, home: Path, *args: str) -> Invocation:
-    """``baton …`` through ``typer``'s runner in this process, for commands refused before any run.
+def invoke_in_process(
+    monkeypatch: pytest.MonkeyPatch, home: Path, *args: str, env: dict[str, str] | None = None
+) -> Invocation:
+    """``baton …`` through ``typer``'s runner in this process, for commands refused before any run
+    and for a test about something else than the console script (``env``: variables set for it).
 
     The same app and error reporting as the console script, without its ~3 s of imports.
     """
@@ -144,6 +147,8 @@ def invoke_in_process(monkeypatch: pytest.MonkeyPatch, home: Path, *args: str) -
         if name in _DROPPED or name.startswith("BATON_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("BATON_HOME", str(home))
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
     result = CliRunner().invoke(app, list(args), prog_name="baton")
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception

@@ -33,13 +33,15 @@ def repo(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "repo", {"README.md": "# r\n"})
 
 
-def test_no_wait_exits_4_then_approve_and_resume_finish_the_run(baton: BatonCLI, repo: Path) -> None:
+def test_no_wait_exits_4_then_approve_and_resume_finish_the_run(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     baton.env["BATON_GATE_GRACE_SECONDS"] = "1"
     run = baton("run", "go", "--repo", str(repo), "--scenario", "gate-park", "--no-wait", "--json")
     assert run.returncode == 4, run.describe()
     types = [event["type"] for event in run.json_lines()]
     assert "gate.opened" in types and "task.finished" not in types
-    listed = baton("gates", "--status", "pending", "--json")
+    listed = baton.here(monkeypatch, "gates", "--status", "pending", "--json")  # the listing: test_gates_cli.py
     [gate] = json.loads(listed.stdout)
     assert gate["kind"] == "tool" and gate["input"]["command"] == "touch approved.txt"
     approved = baton("approve", gate["id"])

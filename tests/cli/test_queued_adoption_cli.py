@@ -152,7 +152,7 @@ def test_two_workers_race_for_a_queued_run_whose_process_died_and_one_starts_it(
 
 
 def test_baton_resume_starts_a_queued_run_whose_process_died(
-    baton: BatonCLI, model: ScriptedModelServer, tmp_path: Path
+    baton: BatonCLI, model: ScriptedModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"sqlite:///{baton.home / 'baton.db'}"
     _, second = queued_then_killed(baton, url, tmp_path)
@@ -167,5 +167,5 @@ def test_baton_resume_starts_a_queued_run_whose_process_died(
         ).fetchall()
     # The dead process's attempt, never dequeued, is cancelled: nothing may recover it behind baton's back.
     assert attempts == [(f"{second}:1", "CANCELLED"), (f"{second}:2", "SUCCESS")]
-    again = baton("resume", second)  # finished: nothing to resume without a prompt
+    again = baton.here(monkeypatch, "resume", second)  # finished: nothing to resume without a prompt
     assert again.returncode == 3 and "run_ended" in again.stderr, again.describe()
