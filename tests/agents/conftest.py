@@ -65,25 +65,32 @@ async def run_to_end(settings: Settings, spec: RunSpec) -> Finished:
     return Finished(outcome, entries)
 
 
-async def run_beside_claude(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str, scenario: str = "write-and-run"
-) -> tuple[Finished, Finished]:
-    """``scenario`` run at once by ``claude`` and by ``agent`` (acceptEdits, Bash allowed), each in a
-    repository and home of its own, against one scripted model server."""
+def _write_and_run(base: Path, agent: str, server: ScriptedModelServer) -> tuple[Settings, RunSpec]:
+    """``write-and-run`` for ``agent`` (acceptEdits, Bash allowed) in a repository and home under ``base``."""
+    repo = make_git_repo(base / "repo", {"README.md": "# r\n"})
+    settings = Settings.load({"BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]})
+    settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
+    return settings, RunSpec(prompt="go", repo=repo, agent=agent, permission_mode="acceptEdits", allow=("Bash",))
+
+
+@pytest.fixture(scope="session")
+def claude_write_and_run(tmp_path_factory: pytest.TempPathFactory) -> Finished:
+    """Claude's run of ``write-and-run`` (acceptEdits, Bash allowed), the reference every other
+    agent's run of it is compared with: one real run for the session, not one per agent."""
+    base = tmp_path_factory.mktemp("claude-write-and-run")
+    with pytest.MonkeyPatch.context() as patch, ScriptedModelServer("write-and-run") as server:
+        patch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
+        return asyncio.run(run_to_end(*_write_and_run(base, "claude", server)))
+
+
+async def run_write_and_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str) -> Finished:
+    """``write-and-run`` run by ``agent`` as ``claude_write_and_run`` was by Claude."""
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
-    with ScriptedModelServer(scenario) as server:
+    with ScriptedModelServer("write-and-run") as server:
         if agent == "gemini":  # Gemini's credentials come from the environment only
             monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
             monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
-        runs = []
-        for name in ("claude", agent):
-            repo = make_git_repo(tmp_path / name / "repo", {"README.md": "# r\n"})
-            settings = Settings.load({"BATON_HOME": str(tmp_path / name / "home"), "PATH": os.environ["PATH"]})
-            settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
-            spec = RunSpec(prompt="go", repo=repo, agent=name, permission_mode="acceptEdits", allow=("Bash",))
-            runs.append(run_to_end(settings, spec))
-        claude, other = await asyncio.gather(*runs)
-    return claude, other
+        return await run_to_end(*_write_and_run(tmp_path / agent, agent, server))
 
 
 async def first_entry(entries: AsyncIterator[LogEntry], matches: Callable[[LogEntry], bool]) -> LogEntry:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from acp.schema import RequestPermissionRequest, SessionNotification
-from tests.agents.conftest import assert_log_whole, run_beside_claude
+from tests.agents.conftest import Finished, assert_log_whole, run_write_and_run
 from tests.golden.build import GOLDEN
 from tests.golden.codex import build_codex_sample
 
@@ -21,9 +21,10 @@ SAMPLE = "claude-agent-acp-allow"
 @pytest.mark.claude
 @pytest.mark.timeout(90)
 async def test_write_and_run_gives_the_same_event_types_as_claude(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claude_write_and_run: Finished
 ) -> None:
-    claude, claude_acp = await run_beside_claude(tmp_path, monkeypatch, "claude-acp")
+    claude = claude_write_and_run
+    claude_acp = await run_write_and_run(tmp_path, monkeypatch, "claude-acp")
     assert claude_acp.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{claude_acp.types()}"
     assert claude_acp.types().count("snapshot.captured") == claude.types().count("snapshot.captured")
     assert_log_whole(claude_acp.entries)

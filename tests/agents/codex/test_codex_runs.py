@@ -51,6 +51,16 @@ async def _codex(settings: Settings, scenario: str, spec: RunSpec) -> Finished:
         return await run_to_end(configured, replace(spec, agent="codex"))
 
 
+@pytest.fixture
+def claude_reference(request: pytest.FixtureRequest) -> Finished | None:
+    """For ``write-and-run`` (acceptEdits, Bash allowed), the session's Claude run of it
+    (tests/agents/conftest.py); the other scenarios run Claude beside Codex."""
+    if request.node.callspec.params["scenario"] != "write-and-run":
+        return None
+    reference: Finished = request.getfixturevalue("claude_write_and_run")
+    return reference
+
+
 @pytest.mark.claude
 @pytest.mark.parametrize(
     ("scenario", "mode", "allow", "sample"),
@@ -67,6 +77,7 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
     mode: str,
     allow: tuple[str, ...],
     sample: bool,
+    claude_reference: Finished | None,
 ) -> None:
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "1")
 
@@ -75,7 +86,10 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
         settings = Settings.load({"BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]})
         return await agent(settings, scenario, RunSpec(prompt="go", repo=repo, permission_mode=mode, allow=allow))
 
-    claude, codex = await asyncio.gather(run(_claude, tmp_path / "claude"), run(_codex, tmp_path / "codex"))
+    if claude_reference is not None:
+        claude, codex = claude_reference, await run(_codex, tmp_path / "codex")
+    else:
+        claude, codex = await asyncio.gather(run(_claude, tmp_path / "claude"), run(_codex, tmp_path / "codex"))
     if "command.started" in codex.types() and "command.finished" not in codex.types():
         # codex-acp 0.16 sometimes never sends a fast command's completion: Codex emits it from a
         # background exit watcher, the scripted model answers first, and codex-acp drops events

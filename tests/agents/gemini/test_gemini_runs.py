@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from acp.schema import RequestPermissionRequest, SessionNotification
-from tests.agents.conftest import assert_log_whole, decisions, run_beside_claude
+from tests.agents.conftest import Finished, assert_log_whole, decisions, run_write_and_run
 from tests.golden.build import GOLDEN
 from tests.golden.codex import build_codex_sample
 
@@ -22,9 +22,10 @@ SAMPLE = "gemini-acp-allow"
 @pytest.mark.claude
 @pytest.mark.timeout(90)
 async def test_write_and_run_gives_the_same_event_types_as_claude(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claude_write_and_run: Finished
 ) -> None:
-    claude, gemini = await run_beside_claude(tmp_path, monkeypatch, "gemini")
+    claude = claude_write_and_run
+    gemini = await run_write_and_run(tmp_path, monkeypatch, "gemini")
     assert gemini.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{gemini.types()}"
     assert_log_whole(gemini.entries)
     assert [e["data"]["command"] for e in gemini.events if e["type"] == "command.finished"] == ["echo hi"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.agents.conftest import assert_log_whole, decisions, run_beside_claude
+from tests.agents.conftest import Finished, assert_log_whole, decisions, run_write_and_run
 from tests.agents.native import COMMANDS, READ, WRITES, matrix_scenario, run_native
 
 from baton.agents.opencode import OpenCodeSetting
@@ -45,9 +45,10 @@ async def test_without_a_permission_setting_nothing_asks(workspace: Path, tmp_pa
 
 @pytest.mark.claude
 async def test_write_and_run_gives_the_same_event_types_as_claude(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claude_write_and_run: Finished
 ) -> None:
-    claude, opencode = await run_beside_claude(tmp_path, monkeypatch, "opencode")
+    claude = claude_write_and_run
+    opencode = await run_write_and_run(tmp_path, monkeypatch, "opencode")
     assert opencode.types(snapshots=False) == claude.types(snapshots=False), f"{claude.types()}\n{opencode.types()}"
     assert_log_whole(opencode.entries)
     assert decisions(opencode.entries) == [
