@@ -8,16 +8,18 @@ the worker case on SQLite and on Postgres.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.cli._baton_cli import BatonCLI
+from tests.cli._baton_cli import BatonCLI, Started
 from tests.conftest import make_git_repo
 from tests.runs.test_resume_crash import kill_whole_run
 
@@ -107,6 +109,23 @@ def queued_then_killed(baton: BatonCLI, url: str, tmp_path: Path) -> tuple[str, 
     return first, second
 
 
+def until_ready(worker: Started) -> str:
+    """The worker's stderr up to its "scanning every" line (its signal handlers are in place).
+
+    Read a byte at a time from the pipe itself: a buffered read would keep what follows the line
+    out of reach of the ``communicate`` that reads the rest.
+    """
+    _, process = worker
+    assert process.stderr is not None
+    seen = bytearray()
+    while not seen.endswith(b"\n") or b"scanning every" not in seen.splitlines()[-1]:
+        byte = os.read(process.stderr.fileno(), 1)
+        if not byte:
+            break
+        seen += byte
+    return seen.decode()
+
+
 def assert_started_once_from_its_beginning(url: str, run_id: str) -> None:
     record, entries = stored(url, run_id)
     assert record.status == "finished", record
@@ -131,6 +150,9 @@ def test_two_workers_race_for_a_queued_run_whose_process_died_and_one_starts_it(
     first, second = queued_then_killed(baton, database, tmp_path)
     workers = [baton.start("worker", "--interval", "0.1") for _ in range(2)]
     try:
+        # Both ready before either is told to stop: a SIGTERM before a worker's handlers are in
+        # place ends it with -15 (one worker can finish the run while the other still imports).
+        early = [until_ready(worker) for worker in workers]
         deadline = time.monotonic() + 60
         while stored(database, second)[0].status != "finished":
             assert time.monotonic() < deadline, "the queued run was not adopted"
@@ -140,6 +162,7 @@ def test_two_workers_race_for_a_queued_run_whose_process_died_and_one_starts_it(
         stopped = [baton.finish(worker, timeout=30) for worker in workers]
     finally:
         baton.stop(workers)
+    stopped = [replace(one, stderr=before + one.stderr) for before, one in zip(early, stopped, strict=True)]
     assert [one.returncode for one in stopped] == [0, 0], [one.describe() for one in stopped]
     adopted = [one for one in stopped if f"adopted run {second}" in one.stderr]
     assert len(adopted) == 1, [one.stderr for one in stopped]
