@@ -67,6 +67,10 @@ APP_NAME: Final = "baton"
 APPLICATION_VERSION: Final = "baton-run-1"
 HEARTBEAT_SECONDS: Final = 30.0  # runs.heartbeat_at is refreshed this often (remote executors' liveness)
 QUEUE_POLL_SECONDS: Final = 0.05  # how soon a queued run starts once a slot is free
+# DBOS's notification listener sleeps this long between polls and DBOS.destroy() joins it: at
+# DBOS's default (1 s) every executing process took up to a second more to shut down. baton
+# waits on no DBOS notification, so a poll is a look at two empty maps.
+NOTIFICATION_POLL_SECONDS: Final = 0.05
 
 Execute = Callable[[], Awaitable[RunOutcome]]
 Adopt = Callable[[str], Awaitable[Execute]]
@@ -146,6 +150,7 @@ class DurableRuntime:
             "application_version": APPLICATION_VERSION,
             "executor_id": self.executor_id,
             "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": NOTIFICATION_POLL_SECONDS,
         }
         if self.sys_db_url.startswith("sqlite:"):
             config["sys_db_pool_size"] = 2
