@@ -140,6 +140,7 @@ def test_many_files_go_into_one_pack_with_their_modes(tmp_path: Path) -> None:
     (repo / "dangling").symlink_to("no/such/file")
     (repo / "old-name.txt").rename(repo / "new-name.txt")
     (repo / "pkg" / "m000.py").unlink()
+    (repo / "big.bin").write_bytes(bytes(range(256)) * 6000)  # over the 1 MiB batch: handed over alone
     loose_before = sum(1 for _ in (shadow_repo.git_dir / "objects").glob("??/*"))
 
     snapshot = shadow_repo.capture()
@@ -147,7 +148,7 @@ def test_many_files_go_into_one_pack_with_their_modes(tmp_path: Path) -> None:
     assert_consistent(shadow_repo, snapshot)
     assert snapshot.changes.renamed == (("old-name.txt", "new-name.txt"),)
     assert snapshot.changes.deleted == ("old-name.txt", "pkg/m000.py")
-    assert set(snapshot.changes.added) == {"dangling", "link", "new-name.txt"} | {
+    assert set(snapshot.changes.added) == {"big.bin", "dangling", "link", "new-name.txt"} | {
         f"new/n{i:03d}.txt" for i in range(MANY // 2)
     }
     assert "tool.sh" in snapshot.changes.modified and len(snapshot.changes.modified) == MANY

@@ -78,6 +78,7 @@ DEFAULT_SECRET_PATTERNS: Final = (
 _SECRET_EXCEPTIONS: Final = (".env.example", ".env.sample", ".env.template", ".env.dist")
 _MAX_TARGETED: Final = 500  # more paths than this: scan instead (argv length)
 _PACK_FROM: Final = 64
+_BATCH: Final = 1 << 20  # bytes of small files handed to fast-import in one write
 _HEAD_REF: Final = "refs/heads/snapshots"
 _DIFF_TREE: Final = ["diff-tree", "-r", "-z", "-M", "--no-commit-id", "--raw"]
 # Against the base, renames are a delete and an add (so the result can be advanced step by step).
@@ -252,6 +253,7 @@ class ShadowRepo:
     ) -> None:
         self.git_dir = git_dir.absolute()
         self.work_tree = work_tree.resolve()
+        self._prefix = str(self.work_tree) + os.sep  # + a relative path: the file (no join on the hot path)
         self.max_file_bytes = max_file_bytes
         self.secret_patterns = tuple(secret_patterns)
         # one expression for the patterns matched against the name, one for those with a slash
@@ -563,7 +565,7 @@ class ShadowRepo:
         if self._is_secret(path):
             result.skipped.append(Skipped(path, "secret"))
             return
-        full = os.path.join(self.work_tree, path)
+        full = self._prefix + path
         try:
             info = os.lstat(full)
         except FileNotFoundError:
@@ -639,13 +641,28 @@ class ShadowRepo:
 
     def _blobs(self, paths: list[str]) -> Iterator[bytes]:
         """``paths``' contents as fast-import ``blob`` commands (none for a deleted file or a folder)."""
-        root = str(self.work_tree)
+        pending: list[bytes] = []  # small files, handed over together (fewer writes to the pipe)
+        size = 0
         for path in paths:
-            content = self._blob_content(os.path.join(root, path))
-            if content is not None:
-                yield b"blob\ndata %d\n" % len(content)
+            content = self._blob_content(self._prefix + path)
+            if content is None:
+                continue
+            header = b"blob\ndata %d\n" % len(content)
+            if len(content) >= _BATCH:  # a big file goes as it is, never copied into a batch
+                if pending:
+                    yield b"".join(pending)
+                    pending, size = [], 0
+                yield header
                 yield content
                 yield b"\n"
+                continue
+            pending += (header, content, b"\n")
+            size += len(content)
+            if size >= _BATCH:
+                yield b"".join(pending)
+                pending, size = [], 0
+        if pending:
+            yield b"".join(pending)
 
     def _blob_content(self, full: str) -> bytes | None:
         """What git stores for the file at ``full``: its bytes, a symlink's target, ``None`` for anything else."""
@@ -839,24 +856,24 @@ def _advance(against_base: dict[str, TreeEntry], step: list[TreeEntry]) -> dict[
 
 def parse_raw_diff(out: bytes) -> list[TreeEntry]:
     entries = []
-    fields = out.split(b"\0")
+    fields = os.fsdecode(out).split("\0")  # at once: a NUL never falls inside a UTF-8 sequence
     index = 0
     while index < len(fields):
         head = fields[index]
         index += 1
-        if not head.startswith(b":"):
+        if not head.startswith(":"):
             continue
-        old_mode, new_mode, old_sha, new_sha, status = head[1:].decode().split(" ")
+        old_mode, new_mode, old_sha, new_sha, status = head[1:].split(" ")
         letter = status[:1]
         if letter in ("R", "C"):
-            old_path, path = os.fsdecode(fields[index]), os.fsdecode(fields[index + 1])
+            old_path, path = fields[index], fields[index + 1]
             index += 2
             if letter == "C":
                 entries.append(TreeEntry("A", path, None, old_mode, new_mode, old_sha, new_sha))
                 continue
             entries.append(TreeEntry("R", path, old_path, old_mode, new_mode, old_sha, new_sha))
         else:
-            path = os.fsdecode(fields[index])
+            path = fields[index]
             index += 1
             entries.append(TreeEntry(letter, path, None, old_mode, new_mode, old_sha, new_sha))
     return entries
