@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from baton.snapshots._git import EMPTY_TREE, clean_environment, commit_object, run_git, write_object
+from baton.snapshots._git import (
+    EMPTY_TREE,
+    GitFailed,
+    clean_environment,
+    commit_object,
+    feed_git,
+    run_git,
+    write_object,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,3 +57,31 @@ def test_the_empty_tree_has_the_id_git_gives_it(tmp_path: Path) -> None:
     assert (git_dir / "objects" / EMPTY_TREE[:2] / EMPTY_TREE[2:]).is_file()
     env = clean_environment({"GIT_DIR": str(git_dir)})
     assert run_git(["cat-file", "-t", EMPTY_TREE], env) == b"tree\n"
+
+
+def test_feed_git_streams_chunks_and_reports_a_refusal(tmp_path: Path) -> None:
+    git_dir = tmp_path / "objects.git"
+    run_git(["init", "-q", "--bare", str(git_dir)], clean_environment())
+    env = clean_environment({"GIT_DIR": str(git_dir)})
+    feed_git(
+        ["-c", "fastimport.unpackLimit=0", "fast-import", "--quiet"], env, iter([b"blob\ndata 3\n", b"abc", b"\n"])
+    )
+    assert run_git(["cat-file", "-p", "f2ba8f84ab5c1bce84a7b441cb1959cfc7093b7f"], env) == b"abc"
+
+    with pytest.raises(GitFailed, match="fast-import") as refused:
+        feed_git(["fast-import", "--quiet"], env, iter([b"not a command\n"] + [b"x" * 65536] * 64))
+    assert "Unsupported command" in refused.value.stderr
+
+
+def test_feed_git_stops_git_when_the_chunks_fail(tmp_path: Path) -> None:
+    git_dir = tmp_path / "objects.git"
+    run_git(["init", "-q", "--bare", str(git_dir)], clean_environment())
+    env = clean_environment({"GIT_DIR": str(git_dir)})
+
+    def chunks() -> Iterator[bytes]:
+        yield b"blob\ndata 3\n"
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="disk went away"):
+        feed_git(["fast-import", "--quiet"], env, chunks())
+    assert not list((git_dir / "objects" / "pack").glob("*.pack"))  # killed before it stored anything
