@@ -45,7 +45,7 @@ from baton.store import Redactor, SessionLog, Store
 
 from . import Metric
 from .convert import build_corpus
-from .resume import CWD, RUN_ID, build_entries
+from .resume import RUN_ID, build_entries, stored_run
 
 __all__ = ["METRICS", "run"]
 
@@ -72,13 +72,7 @@ async def _build(home: Path, count: int) -> None:
     rows = build_entries(count)
     store = Store.open(settings.resolved_database_url)
     async with store, SessionLog(store, Redactor()) as log:
-        record = await store.create_run(agent="claude", repo=CWD, cwd=CWD, run_id=RUN_ID)
-        log.open_run(record.id)
-        for index, (direction, method, payload) in enumerate(rows):
-            log.append(record.id, direction, method, payload)
-            if index % 1000 == 0:
-                await log.drain()
-        await log.flush()
+        record = await stored_run(store, log, rows)
         log.close_run(record.id)
         await store.update_run(record.id, status="finished", status_reason="end_turn")
     del rows

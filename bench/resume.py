@@ -38,7 +38,7 @@ from baton.config import Settings
 from baton.events.entry import Direction, LogEntry
 from baton.runs.conversation import rebuild_conversation
 from baton.runs.resume import CHECKPOINT_ENTRIES, STATE_CHARS, load_conversation, plan_resume
-from baton.store import Redactor, SessionLog, Store
+from baton.store import Redactor, RunRecord, SessionLog, Store
 from baton.store.tables import conversation_state
 
 from . import Metric, median_seconds
@@ -89,18 +89,24 @@ def _as_entries(rows: list[tuple[Direction, str, dict[str, Any]]]) -> list[LogEn
     ]
 
 
+async def stored_run(store: Store, log: SessionLog, rows: list[tuple[Direction, str, dict[str, Any]]]) -> RunRecord:
+    """The run ``RUN_ID`` with ``rows`` appended and committed through the session log, still open."""
+    record = await store.create_run(agent="claude", repo=CWD, cwd=CWD, run_id=RUN_ID)
+    log.open_run(record.id)
+    for index, (direction, method, payload) in enumerate(rows):
+        log.append(record.id, direction, method, payload)
+        if index % 1000 == 0:
+            await log.drain()
+    await log.flush()
+    return record
+
+
 async def _timed_store_paths(rows: list[tuple[Direction, str, dict[str, Any]]]) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as home:
         settings = Settings.load({"BATON_HOME": home})
         store = Store.open(settings.resolved_database_url)
         async with store, SessionLog(store, Redactor()) as log:
-            record = await store.create_run(agent="claude", repo=CWD, cwd=CWD, run_id=RUN_ID)
-            log.open_run(record.id)
-            for index, (direction, method, payload) in enumerate(rows):
-                log.append(record.id, direction, method, payload)
-                if index % 1000 == 0:
-                    await log.drain()
-            await log.flush()
+            record = await stored_run(store, log, rows)
             checkpoint = rebuild_conversation(_as_entries(rows[: len(rows) - CHECKPOINT_ENTRIES]))
             checkpoint.trim(STATE_CHARS)  # as the running run's keeper stores it
             state = checkpoint.to_dict()

@@ -11,9 +11,11 @@ covers them over time without blowing its budget.
 from __future__ import annotations
 
 import datetime
+import gc
 import hashlib
 import os
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -193,3 +195,11 @@ def no_leftover_agent_processes(tmp_path_factory: pytest.TempPathFactory) -> Ite
     while (left := baton_process_ids(scope)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left, f"processes of a baton run outlived the test: {left}"
+
+
+def open_connection_warnings() -> list[str]:
+    """The ResourceWarnings of what is collected now (psycopg: a connection "deleted while still open")."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    return [str(warning.message) for warning in caught if issubclass(warning.category, ResourceWarning)]

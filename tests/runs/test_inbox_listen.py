@@ -6,13 +6,12 @@ command written while the LISTEN was down is still read at once."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 from sqlalchemy import text
+from tests.conftest import open_connection_warnings
 
 from baton.runs.executors import this_executor_id
 from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, post_command
@@ -20,14 +19,6 @@ from baton.store import Store
 from baton.testing.postgres import TemporaryPostgres
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def open_connection_warnings() -> list[str]:
-    """The ResourceWarnings of what is collected now (psycopg: "deleted while still open")."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    return [str(warning.message) for warning in caught if issubclass(warning.category, ResourceWarning)]
 
 
 async def running_run(store: Store) -> str:

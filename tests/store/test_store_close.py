@@ -7,24 +7,15 @@ warns when an open connection is collected (SQLite's driver says nothing on Pyth
 
 from __future__ import annotations
 
-import gc
 import threading
-import warnings
 
 import pytest
 from sqlalchemy import Engine, text
+from tests.conftest import open_connection_warnings
 
 from baton.store import Store
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def open_connection_warnings() -> list[str]:
-    """The ResourceWarnings of the connections collected now (psycopg: "deleted while still open")."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        gc.collect()
-    return [str(warning.message) for warning in caught if issubclass(warning.category, ResourceWarning)]
 
 
 @pytest.mark.parametrize("checked_out_after_close", [False, True])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +13,9 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
+
+if TYPE_CHECKING:
+    from baton.store import Store
 
 __all__ = ["logs_command"]
 
@@ -44,11 +47,9 @@ def logs_command(
 async def _read(run_id: str, view: str, after: int) -> list[Any]:
     # The store and the log only, not ``baton.runs``: its agents' SDKs take ~2 s of CPU to import.
     from baton.events.project import project
-    from baton.store import Redactor, SessionLog, Store
+    from baton.store import Redactor, SessionLog
 
-    settings = Settings.load()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    store = await _open_store()
     async with store:
         await store.get_run(run_id)
         log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
@@ -62,11 +63,9 @@ async def _follow(run_id: str, view: str, after: int) -> None:
     """Print each record as soon as it is committed, from whichever process executes the run."""
     from baton.events.project import Projector
     from baton.runs.tail import follow_entries
-    from baton.store import Redactor, SessionLog, Store
+    from baton.store import Redactor, SessionLog
 
-    settings = Settings.load()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    store = await _open_store()
     async with store:
         await store.get_run(run_id)
         log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
@@ -79,3 +78,12 @@ async def _follow(run_id: str, view: str, after: int) -> None:
                 sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
             if records:
                 sys.stdout.flush()
+
+
+async def _open_store() -> Store:
+    """The configured store (the store and the log only, not ``baton.runs``: its SDKs are slow to import)."""
+    from baton.store import Store
+
+    settings = Settings.load()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return await asyncio.to_thread(Store.open, settings.resolved_database_url)
