@@ -168,6 +168,12 @@ def test_the_agent_dies_with_baton(tmp_path: Path) -> None:
     assert holder.stdout is not None
     agent_pid = int(holder.stdout.readline())
     assert Path(f"/proc/{agent_pid}").exists()
+    # setpriv sets the death signal, then execs the agent: a parent killed before that (a few
+    # ms after the spawn, longer under load) would leave no signal set. Wait for the exec.
+    started = time.monotonic() + 10
+    while "setpriv" in Path(f"/proc/{agent_pid}/cmdline").read_bytes().split(b"\0")[0].decode():
+        assert time.monotonic() < started, "setpriv did not exec the agent"
+        time.sleep(0.01)
     os.kill(holder.pid, signal.SIGKILL)  # baton dies without a chance to close anything
     holder.wait()
     holder.stdout.close()

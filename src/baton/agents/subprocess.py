@@ -9,7 +9,9 @@ Shutdown (``aclose``): close stdin, give the agent a moment, SIGTERM its process
 SIGKILL it, then every process that still carries the run's ``BATON_RUN_ID`` (an agent's
 tools may run in sessions of their own, inside a sandbox). If baton itself dies, the agent
 gets SIGKILL from the kernel (``setpriv --pdeathsig KILL``, util-linux): ACP agents do not
-exit when their stdin closes.
+exit when their stdin closes. The signal is set by setpriv before it execs the agent: a baton
+killed in the few milliseconds between the spawn and that exec leaves the agent running (the
+next ``baton`` that resumes or adopts the run kills what carries its ``BATON_RUN_ID``).
 """
 
 from __future__ import annotations
