@@ -55,7 +55,6 @@ STORED_FIELDS: Final = (
     "archive_key",
     "created_at",
 )
-_NOT_LOGGED: Final = frozenset({"since_base", "modes"})
 _FILE_TOOLS: Final = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _FILE_KINDS: Final = frozenset({"edit", "delete", "move"})
 _SCAN_TOOLS: Final = frozenset({"Bash", "Task", "Agent"})
@@ -256,10 +255,10 @@ class SnapshotRecorder:
         return {"run_id": self.run_id, "archive_key": key, "archive_size": size}
 
     async def _publish(self, snapshot: Snapshot) -> None:
-        record = snapshot.to_dict()
         # The log gets this step's changes; the changes against the base, which grow with the
         # run, stay in the shadow's commit and the archive's manifest.
-        params = {"snapshot_id": snapshot.id, **{k: v for k, v in record.items() if k not in _NOT_LOGGED}}
+        record = snapshot.to_dict(since_base=False)
+        params = {"snapshot_id": snapshot.id, **record}
         message = {"jsonrpc": "2.0", "method": TREE_SNAPSHOT, "params": params}
         self._log.append(self.run_id, "baton", TREE_SNAPSHOT, message)
         self.snapshots.append(snapshot)

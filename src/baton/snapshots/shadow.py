@@ -202,15 +202,22 @@ class Snapshot:
     def number(self) -> int:
         return int(self.id[1:])
 
-    def to_dict(self) -> dict[str, Any]:
-        """The snapshot object of DESIGN.md "CLI contract", plus the details baton records."""
+    def to_dict(self, *, since_base: bool = True) -> dict[str, Any]:
+        """The snapshot object of DESIGN.md "CLI contract", plus the details baton records.
+
+        ``since_base=False`` leaves out ``since_base`` and ``modes``: the changes against the
+        base, which grow with the run (the session log records each step's own changes).
+        """
         record: dict[str, Any] = {
             "id": self.id,
             "tree_hash": self.tree_hash,
             "base_commit": self.base_commit,
             **self.changes.to_dict(),
-            "since_base": self.since_base.to_dict(),
-            "modes": {display_path(e.path): e.new_mode for e in self.since_base_entries if e.status != "D"},
+        }
+        if since_base:
+            record["since_base"] = self.since_base.to_dict()
+            record["modes"] = {display_path(e.path): e.new_mode for e in self.since_base_entries if e.status != "D"}
+        record |= {
             "skipped": [s.to_dict() for s in self.skipped],
             "log_seq_from": self.log_seq_from,
             "log_seq_to": self.log_seq_to,
