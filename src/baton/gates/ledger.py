@@ -164,7 +164,8 @@ class GateLedger:
     async def list(
         self, *, run_id: str | None = None, status: str | None = None, owner: str | None = None
     ) -> builtins.list[GateRecord]:
-        """Gates oldest first, filtered by run, status and the owner of their run."""
+        """Gates oldest first, filtered by run (``run_not_found`` for a run there is not), status and
+        the owner of their run."""
         if status is not None and status not in GATE_STATUSES:
             raise UsageError("invalid_argument", f"status: one of {sorted(GATE_STATUSES)}", details={"field": "status"})
         return await asyncio.to_thread(self._list, run_id, status, owner)
@@ -258,7 +259,10 @@ class GateLedger:
         if owner is not None:
             query = query.where(runs.c.owner == owner)
         with self._engine.connect().execution_options(**READ_ONLY) as connection:
-            return [_from_row(row) for row in connection.execute(query)]
+            found = [_from_row(row) for row in connection.execute(query)]
+            if run_id is not None and not found:
+                run_key_of(connection, run_id)  # no gates, or no such run: run_not_found
+            return found
 
     def _decide(self, gate: GateRecord, decision: dict[str, Any], decided_by: str) -> GateRecord:
         now = utc_timestamp()
