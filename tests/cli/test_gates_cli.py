@@ -233,3 +233,14 @@ def test_gates_usage_errors(baton: BatonCLI, gates: Gates, monkeypatch: pytest.M
     overdue = gates.open(gates.run(), "plan_review", summary="plan", plan="p", expires_in_seconds=0.001)
     listed = invoke("gates", "--status", "expired", "--json")
     assert [(g["id"], g["decision"]["reason"]) for g in json.loads(listed.stdout)] == [(overdue.id, "timeout")]
+
+
+def test_gates_of_a_run_that_does_not_exist_is_run_not_found(baton: BatonCLI, gates: Gates) -> None:
+    empty = gates.run()
+    nope, nope_json, none = baton.many(
+        ("gates", "--run", "run_nope"), ("gates", "--run", "run_nope", "--json"), ("gates", "--run", empty)
+    )
+    assert nope.returncode == 1 and nope.stdout == "", nope.describe()
+    assert nope.stderr == "baton: run_not_found: no run run_nope\n"
+    assert nope_json.returncode == 1 and json.loads(nope_json.stderr)["error"]["code"] == "run_not_found"
+    assert none.returncode == 0 and none.stdout == "no gates\n", none.describe()  # a run with no gates is fine

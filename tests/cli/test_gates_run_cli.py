@@ -55,15 +55,51 @@ def test_no_wait_exits_4_then_approve_and_resume_finish_the_run(
 
 
 @pytest.mark.slow
-def test_resume_before_the_decision_is_refused_with_run_paused(baton: BatonCLI, repo: Path) -> None:
-    baton.env["BATON_GATE_GRACE_SECONDS"] = "1"
+def test_resume_before_the_decision_is_refused_and_a_cancel_ends_the_parked_run_at_once(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baton.env["BATON_GATE_GRACE_SECONDS"] = "600"  # --no-wait parks as soon as the gate is open, whatever the grace
     run = baton("run", "go", "--repo", str(repo), "--scenario", "gate-park", "--no-wait", "--json")
     assert run.returncode == 4, run.describe()
     run_id = run.json_lines()[0]["run_id"]
     refused = baton("resume", run_id, "--scenario", "gate-park")
     assert refused.returncode == 3 and "run_paused" in refused.stderr, refused.describe()
-    cancelled = baton("cancel", run_id)
+    # Nobody executes the parked run: the cancel itself ends it, and says so.
+    cancelled = baton("cancel", run_id, "--json")
     assert cancelled.returncode == 0, cancelled.describe()
+    assert json.loads(cancelled.stdout)["status"] == "cancelled"
+    shown = json.loads(baton.here(monkeypatch, "show", run_id, "--json").stdout)
+    assert shown["status"] == "cancelled", shown
+    [gate] = json.loads(baton.here(monkeypatch, "gates", "--run", run_id, "--json").stdout)
+    assert gate["status"] == "denied" and gate["decided_by"] == "cancel" and gate["decision"]["reason"] == "cancelled"
+    events = baton.here(monkeypatch, "logs", run_id).json_lines()
+    assert [event["type"] for event in events][-2:] == ["gate.resolved", "task.finished"]
+    assert events[-1]["data"]["stop_reason"] == "cancelled"
+    again = baton.here(monkeypatch, "cancel", run_id)
+    assert again.returncode == 3 and "run_not_running" in again.stderr, again.describe()
+    assert not (repo / "approved.txt").exists()
+
+
+def test_needs_approval_parks_at_once_with_no_wait_and_one_approval_finishes_it(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--no-wait`` exits 4 as soon as the gate opens, the run parked properly; after the
+    approval ``baton resume`` runs the approved call once and the run finishes: no second gate."""
+    baton.env["BATON_GATE_GRACE_SECONDS"] = "600"  # before, --no-wait waited out the grace period first
+    run = baton("run", "go", "--repo", str(repo), "--scenario", "needs-approval", "--no-wait", "--json")
+    assert run.returncode == 4, run.describe()
+    run_id = run.json_lines()[0]["run_id"]
+    assert json.loads(baton.here(monkeypatch, "show", run_id, "--json").stdout)["status"] == "paused"
+    approved = baton.here(monkeypatch, "approve", run_id)
+    assert approved.returncode == 0, approved.describe()
+    resumed = baton("resume", run_id, "--scenario", "needs-approval", "--no-wait", "--json")
+    assert resumed.returncode == 0, resumed.describe()
+    assert (repo / "approved.txt").exists()
+    events = resumed.json_lines()
+    assert "gate.opened" not in [event["type"] for event in events]
+    assert events[-1]["type"] == "task.finished"
+    assert "The command finished after the decision" in events[-1]["data"]["result"]
+    assert len(json.loads(baton.here(monkeypatch, "gates", "--run", run_id, "--json").stdout)) == 1
 
 
 @pytest.mark.slow

@@ -118,3 +118,18 @@ def test_make_demo_runs_offline(demos: Demos) -> None:
     assert "✘ tests failed" in done.stdout
     assert "✔ tests passed" in done.stdout
     assert "finished (end_turn)" in done.stdout.splitlines()[-1]
+
+
+def test_an_edited_command_is_shown_as_what_ran() -> None:
+    from rich.console import Console
+
+    from baton.cli._render import LiveView
+    from baton.events.project import project
+    from golden.minimal import command_finished
+
+    console = Console(record=True, width=200, color_system=None)
+    view = LiveView(console)
+    for event in project(command_finished().entries):
+        view.show(dict(event))
+    shown = console.export_text()
+    assert "$ rm -rf one\n$ echo not-removing (edited by ada; proposed: rm -rf one)\n" in shown, shown

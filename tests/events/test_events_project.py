@@ -337,6 +337,54 @@ def test_permission_before_the_call_still_marks_it_denied() -> None:
     assert of_type(log, "command.finished")[0]["denied"] is True
 
 
+def approved(log: EntryLog, request_id: int, call_id: str, tool: str, proposed: dict[str, Any], **answer: Any) -> None:
+    """The agent asks about a call; the host allows it (``answer``: more of ``_meta.baton``)."""
+    tool_call = {"toolCallId": call_id, "status": "pending", "rawInput": proposed}
+    params = {"sessionId": "sess", "toolCall": tool_call, "options": [{"optionId": "ok", "kind": "allow_once"}]}
+    params["_meta"] = {"baton": {"tool_name": tool, "input": proposed, "tool_use_id": call_id}}
+    log.request("from_agent", "session/request_permission", request_id, params)
+    meta = {"decision": "allow", "reason": "human", **answer}
+    result = {"outcome": {"outcome": "selected", "optionId": "ok"}, "_meta": {"baton": meta}}
+    log.respond("to_agent", "session/request_permission", request_id, result=result)
+
+
+def test_an_edited_call_is_reported_as_what_ran_and_who_edited_it() -> None:
+    log = started()
+    bash(log, "c", "rm -rf one")
+    approved(log, 0, "c", "Bash", {"command": "rm -rf one"}, decided_by="ada", updated_input={"command": "echo no"})
+    done(log, "c", "no", exit_code=0)
+    edited = {"edited": True, "edited_by": "ada", "original_command": "rm -rf one"}
+    assert of_type(log, "command.started") == [
+        {"command": "rm -rf one", "tool": "Bash", "tool_call_id": "c"},  # as proposed, before the decision
+        {"command": "echo no", "tool": "Bash", "tool_call_id": "c", **edited},  # what runs
+    ]
+    [finished] = of_type(log, "command.finished")
+    assert finished["command"] == "echo no" and {k: finished[k] for k in edited} == edited
+    # A Write sent to another file: the file changed is the edited input's.
+    log = started()
+    proposed = {"file_path": f"{CWD}/a.txt", "content": "x"}
+    diff = {"type": "diff", "path": f"{CWD}/a.txt", "oldText": None, "newText": "x"}
+    call(log, "w", "edit", rawInput=proposed, locations=[{"path": f"{CWD}/a.txt"}], content=[diff])
+    updated = {"file_path": f"{CWD}/b.txt", "content": "y"}
+    approved(log, 1, "w", "Write", proposed, decided_by="terminal", updated_input=updated)
+    done(log, "w", "File created")
+    assert of_type(log, "file.changed") == [
+        {"path": "b.txt", "abs_path": f"{CWD}/b.txt", "change": "add", "tool": "edit",
+         "tool_call_id": "w", "edited": True, "edited_by": "terminal", "original_input": proposed},
+    ]  # fmt: skip
+
+
+def test_an_input_handed_back_unchanged_is_no_edit() -> None:
+    log = started()
+    bash(log, "c", "ls")
+    approved(log, 0, "c", "Bash", {"command": "ls"}, decided_by="ada", updated_input={"command": "ls"})
+    done(log, "c", "a.txt", exit_code=0)
+    assert [data.get("edited") for data in of_type(log, "command.started") + of_type(log, "command.finished")] == [
+        None,
+        None,
+    ]
+
+
 def test_turn_and_task_finished_and_nothing_after() -> None:
     log = started()
     log.baton(

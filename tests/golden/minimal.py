@@ -122,7 +122,24 @@ def command_started() -> EntryLog:
 def command_finished() -> EntryLog:
     log = command_started()
     _done(log, "t1", "Exit code 2\nls: cannot access 'x'", failed=True)
+    # A call a human approved with another command (``updated_input``): what ran is the edited one.
+    _bash(log, "t2", "rm -rf one")
+    _edited_approval(log, 7, "t2", {"command": "rm -rf one"}, {"command": "echo not-removing"})
+    _done(log, "t2", "not-removing", exit_code=0)
     return log
+
+
+def _edited_approval(
+    log: EntryLog, request_id: int, call_id: str, proposed: dict[str, Any], updated: dict[str, Any]
+) -> None:
+    tool_call = {"toolCallId": call_id, "kind": "execute", "status": "pending", "rawInput": proposed}
+    options = [{"optionId": "allow", "kind": "allow_once", "name": "Allow"}]
+    asked = {"tool_name": "Bash", "input": proposed, "tool_use_id": call_id}
+    params = {"sessionId": SESSION, "toolCall": tool_call, "options": options, "_meta": {"baton": asked}}
+    log.request("from_agent", "session/request_permission", request_id, params)
+    answer = {"decision": "allow", "reason": "human", "decided_by": "ada", "gate_id": "g7", "updated_input": updated}
+    result = {"outcome": {"outcome": "selected", "optionId": "allow"}, "_meta": {"baton": answer}}
+    log.respond("to_agent", "session/request_permission", request_id, result)
 
 
 def test_result() -> EntryLog:

@@ -21,6 +21,7 @@ import pytest
 from baton.agents.processes import run_process_ids
 from baton.config import Settings
 from baton.events.entry import LogEntry
+from baton.events.project import project
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs import Baton, RunSpec
 from baton.store import Store
@@ -155,6 +156,10 @@ async def test_approve_with_edit_runs_the_edited_command(settings: Settings, rep
     assert (repo / "edited.txt").exists() and not (repo / "approved.txt").exists()
     [answer] = answers(entries)
     assert answer["updated_input"]["command"] == "touch edited.txt"
+    # The events say what ran, that it was edited, and by whom.
+    [finished] = [event["data"] for event in project(entries) if event["type"] == "command.finished"]
+    assert finished["command"] == "touch edited.txt" and finished["edited"] is True
+    assert finished["edited_by"] == "test" and finished["original_command"] == "touch approved.txt"
 
 
 async def test_remember_for_the_session_allows_the_suggested_rule_only(settings: Settings, repo: Path) -> None:

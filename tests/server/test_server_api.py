@@ -12,6 +12,7 @@ from tests.server._server import RunningServer, running_server
 
 from baton.config import Settings
 from baton.errors import CODES, UsageError
+from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.executors import this_executor_id
 from baton.server import HTTP_STATUS, ServerConfig, create_app
 from baton.store import RunRecord
@@ -242,6 +243,30 @@ def test_commands_go_through_the_inbox_and_its_refusals(server: RunningServer, c
     # The local token has every scope, admin included.
     bypass = command(running, "set_permission_mode", {"permission_mode": "bypassPermissions"})
     assert bypass["result"]["status"] == "queued"  # type: ignore[index]
+
+
+def test_a_cancel_ends_a_parked_run_at_once(server: RunningServer, client: httpx.Client) -> None:
+    """A parked run (paused on a pending gate, no process executes it) is cancelled by the
+    command itself: nobody is left to take it from the inbox (baton.runs.cancelling)."""
+
+    async def park() -> tuple[RunRecord, GateRecord]:
+        store = server.baton.store
+        record = await store.create_run(agent="claude", owner="local", repo="/tmp/x")
+        gate, _ = await GateLedger(store).open(
+            record.id, "tool", summary="Bash: rm -rf one", tool_name="Bash", bound_call_id="toolu_1",
+            bound_input_hash="h-1", input={"command": "rm -rf one"},
+        )  # fmt: skip
+        return await store.update_run(record.id, status="paused", status_reason=gate.id, executor_id=None), gate
+
+    record, gate = server.call(park)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "cancel", "params": {"reason": "not today"}}
+    reply = client.post(f"/v1/runs/{record.id}/command", json=body).json()
+    assert reply["result"]["status"] == "cancelled", reply
+    assert client.get(f"/v1/runs/{record.id}").json()["status"] == "cancelled"
+    denied = server.call(lambda: GateLedger(server.baton.store).get(gate.id))
+    assert denied.status == "denied" and denied.decided_by == "cancel"
+    again = client.post(f"/v1/runs/{record.id}/command", json=body).json()
+    assert again["error"]["data"]["code"] == "run_not_running"
 
 
 def test_openapi_publishes_the_models(client: httpx.Client) -> None:

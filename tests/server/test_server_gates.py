@@ -157,6 +157,22 @@ def test_decisions_and_their_refusals(server: RunningServer, key: KeyPair) -> No
     assert denied.json()["decision"] == {"decision": "deny", **binding(compound), "reason": "human", "interrupt": True}
 
 
+def test_a_denial_needs_no_binding_and_an_approval_does(server: RunningServer, key: KeyPair) -> None:
+    alice = Caller(server, key, "alice-deny", "runs:read gates:decide")
+    left_out, as_null, forged, unbound = (open_gate(server, run_of(server, "alice-deny")) for _ in range(4))
+    denied = alice.post(f"/v1/gates/{left_out.id}/decide", {"decision": "deny", "reason": "no"})
+    assert denied.status_code == 200, denied.text
+    assert denied.json()["decision"] == {"decision": "deny", "reason": "no", "interrupt": False}
+    nulls = {"decision": "deny", "bound_call_id": None, "bound_input_hash": None}
+    assert alice.post(f"/v1/gates/{as_null.id}/decide", nulls).json()["status"] == "denied"
+    # A binding a denial does send must be the gate's; an approval must send it.
+    wrong = {"decision": "deny", "bound_call_id": "toolu_other"}
+    error_of(alice.post(f"/v1/gates/{forged.id}/decide", wrong), 409, "approval_binding_mismatch")
+    bare = error_of(alice.post(f"/v1/gates/{unbound.id}/decide", {"decision": "approve"}), 422, "request_invalid")
+    assert bare["details"] == {"field": "bound_call_id"}
+    assert all(server.call(lambda g=g: GateLedger(server.baton.store).get(g.id)).is_pending for g in (forged, unbound))
+
+
 def test_each_endpoint_resolves_its_own_kind(server: RunningServer, key: KeyPair) -> None:
     alice = Caller(server, key, "alice-kinds", "runs:read gates:decide")
     runs = [run_of(server, "alice-kinds") for _ in range(4)]

@@ -71,7 +71,13 @@ class LiveView:
         )
 
     def _command_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self.console.print(f"[yellow]$[/] {escape(str(data.get('command')))}")
+        edited = (
+            f" [dim](edited by {escape(str(data.get('edited_by') or '?'))}; "
+            f"proposed: {escape(str(data.get('original_command')))})[/]"
+            if data.get("edited")
+            else ""
+        )
+        self.console.print(f"[yellow]$[/] {escape(str(data.get('command')))}{edited}")
 
     def _command_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         if data.get("denied"):

@@ -13,7 +13,7 @@ from rich.markup import escape
 from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
-from baton.cli.run import _model_endpoint
+from baton.cli.run import _model_endpoint, _parks_at_once
 from baton.config import Settings
 from baton.errors import BatonError
 
@@ -36,13 +36,14 @@ def resume_command(
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
     no_wait: Annotated[
         bool,
-        typer.Option("--no-wait", help="Exit 4 when the run parks on a gate instead of waiting for the decision."),
+        typer.Option("--no-wait", help="Exit 4 as soon as a gate opens (the run parks): no wait for a decision."),
     ] = False,
 ) -> None:
     """Resume a run: its agent continues where it stopped (exit codes as for `baton run`)."""
     try:
         with _model_endpoint(scenario) as overrides:
-            code = asyncio.run(_resume(run_id, prompt, repo, Settings.load(None, **overrides), json_output, no_wait))
+            settings = Settings.load(None, **overrides, **_parks_at_once(no_wait))
+            code = asyncio.run(_resume(run_id, prompt, repo, settings, json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)

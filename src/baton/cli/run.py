@@ -64,7 +64,7 @@ def run_command(
     ] = False,
     no_wait: Annotated[
         bool,
-        typer.Option("--no-wait", help="Exit 4 when the run parks on a gate instead of waiting for the decision."),
+        typer.Option("--no-wait", help="Exit 4 as soon as a gate opens (the run parks): no wait for a decision."),
     ] = False,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
@@ -85,10 +85,17 @@ def run_command(
             trust_agent_permissions=trust_agent_permissions,
         )
         with _model_endpoint(scenario) as overrides:
-            code = asyncio.run(_run(spec, Settings.load(None, **overrides), json_output, no_wait))
+            settings = Settings.load(None, **overrides, **_parks_at_once(no_wait))
+            code = asyncio.run(_run(spec, settings, json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
+
+
+def _parks_at_once(no_wait: bool) -> dict[str, float]:
+    """``--no-wait``: a gate does not wait in-process for its grace period; the run parks as soon
+    as the gate is open (properly: the agent stopped, ``baton resume`` continues it after the decision)."""
+    return {"gate_grace_seconds": 0.0} if no_wait else {}
 
 
 @contextlib.contextmanager

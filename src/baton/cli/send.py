@@ -18,6 +18,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
+from baton.runs.cancelling import Cancelled, cancel_run
 from baton.runs.inbox import post_command
 from baton.store import Store
 
@@ -51,8 +52,17 @@ def cancel_command(
     reason: Annotated[str | None, typer.Option("--reason", help="Why (kept in the log).")] = None,
     json_output: Annotated[bool, _JSON] = False,
 ) -> None:
-    """Cancel a run wherever it executes: its turn is interrupted and it ends cancelled."""
-    _post(run_id, "cancel", {"reason": reason} if reason else {}, json_output)
+    """Cancel a run wherever it executes: its turn is interrupted and it ends cancelled (a parked run: at once)."""
+    try:
+        cancelled = asyncio.run(_cancel(Settings.load(), run_id, reason))
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    if json_output:
+        sys.stdout.write(json.dumps(cancelled.to_json()) + "\n")
+    elif cancelled.status == "cancelled":
+        sys.stdout.write(f"cancelled {run_id} at once: it was parked, its pending gates are denied\n")
+    else:
+        sys.stdout.write(f"queued cancel for {run_id} (inbox {cancelled.inbox_id})\n")
 
 
 def _post(run_id: str, kind: str, payload: dict[str, Any], json_output: bool) -> None:
@@ -67,7 +77,15 @@ def _post(run_id: str, kind: str, payload: dict[str, Any], json_output: bool) ->
 
 
 async def _put(settings: Settings, run_id: str, kind: str, payload: dict[str, Any]) -> int:
-    settings.home.mkdir(parents=True, exist_ok=True)
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
+    async with await _store(settings) as store:
         return await post_command(store, run_id, kind, payload)
+
+
+async def _cancel(settings: Settings, run_id: str, reason: str | None) -> Cancelled:
+    async with await _store(settings) as store:
+        return await cancel_run(store, run_id, reason)
+
+
+async def _store(settings: Settings) -> Store:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return await asyncio.to_thread(Store.open, settings.resolved_database_url)

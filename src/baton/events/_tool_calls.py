@@ -22,6 +22,7 @@ _TERMINAL = frozenset({"completed", "failed"})
 _READS = frozenset({"read", "search"})
 _CHANGES = frozenset({"edit", "delete", "move"})
 _DIFF_KINDS = frozenset({"add", "modify", "delete", "move"})
+_PATH_KEYS = ("file_path", "path", "notebook_path", "filepath")  # where an edited input names its file
 
 
 class _Call:
@@ -30,6 +31,7 @@ class _Call:
         "command",
         "denied",
         "done",
+        "edited",
         "kind",
         "paths",
         "raw_input",
@@ -49,6 +51,24 @@ class _Call:
         self.denied = False
         self.started = False
         self.done = False
+        self.edited: _Edit | None = None
+
+
+class _Edit:
+    """A human approved the call with another input (``updated_input``): what was proposed, and who."""
+
+    __slots__ = ("by", "command", "input")
+
+    def __init__(self, by: Any, command: str | None, proposed: dict[str, Any] | None) -> None:
+        self.by = by if isinstance(by, str) else None
+        self.command = command
+        self.input = proposed
+
+    def command_fields(self) -> dict[str, Any]:
+        return {"edited": True, "edited_by": self.by, "original_command": self.command}
+
+    def input_fields(self) -> dict[str, Any]:
+        return {"edited": True, "edited_by": self.by, "original_input": self.input}
 
 
 class ToolCalls:
@@ -72,6 +92,35 @@ class ToolCalls:
                 self._denied.add(tool_call_id)  # the request came before the call
             else:
                 call.denied = True
+
+    def edit(
+        self, tool_call_id: Any, updated_input: dict[str, Any], *, edited_by: Any, proposed: Any = None
+    ) -> Produced:
+        """The call was approved with ``updated_input`` (what runs): its events say so from now on,
+        and a ``command.started`` already given for the proposed command is given again for the edited one."""
+        if not isinstance(tool_call_id, str):
+            return []
+        call = self._calls.get(tool_call_id)
+        if call is None:  # the request came before the call
+            call = self._calls[tool_call_id] = _Call()
+        elif call.done:
+            return []
+        if call.edited is None:
+            proposed_input = proposed if isinstance(proposed, dict) else call.raw_input
+            original = call.command if call.command is not None else _command_of(proposed_input)
+            call.edited = _Edit(edited_by, original, proposed_input)
+        call.raw_input = updated_input
+        command = _command_of(updated_input)
+        if command is not None:
+            call.command = command
+        path = next((updated_input[k] for k in _PATH_KEYS if isinstance(updated_input.get(k), str)), None)
+        if path is not None and path not in call.paths:  # another file than the one proposed
+            change = next(iter(call.changes.values()), None)
+            call.paths = [path]
+            call.changes = {path: change} if change is not None else {}
+        if call.started and call.kind == "execute":
+            return [("command.started", self._started(call, tool_call_id))]
+        return []
 
     def on_update(self, update: dict[str, Any]) -> Produced:
         """A ``tool_call`` or ``tool_call_update``."""
@@ -107,7 +156,7 @@ class ToolCalls:
         if isinstance(title, str):
             call.title = title
         raw_input = update.get("rawInput")
-        if isinstance(raw_input, dict) and raw_input:
+        if isinstance(raw_input, dict) and raw_input and call.edited is None:  # an edited input stays what ran
             call.raw_input = raw_input
         locations = update.get("locations")
         if locations:
@@ -135,9 +184,7 @@ class ToolCalls:
                 if isinstance(claude, dict) and isinstance(claude.get("toolName"), str):
                     call.tool = claude["toolName"]
         if call.command is None and call.raw_input is not None and call.kind == "execute":
-            command = call.raw_input.get("command") or call.raw_input.get("cmd")
-            if isinstance(command, str | list) and command:
-                call.command = command_string(command)
+            call.command = _command_of(call.raw_input)
 
     @staticmethod
     def _note_diff(call: _Call, item: dict[str, Any], terminal: bool) -> None:
@@ -154,7 +201,10 @@ class ToolCalls:
             call.paths.append(path)
 
     def _started(self, call: _Call, call_id: str) -> dict[str, Any]:
-        return {"command": self._command(call), "tool": self._tool(call), "tool_call_id": call_id}
+        data = {"command": self._command(call), "tool": self._tool(call), "tool_call_id": call_id}
+        if call.edited is not None:
+            data.update(call.edited.command_fields())
+        return data
 
     def _finish(self, call: _Call, call_id: str, update: dict[str, Any], completed: bool, out: Produced) -> None:
         kind = call.kind
@@ -171,6 +221,8 @@ class ToolCalls:
                     data["pattern"] = pattern
                 data["tool"] = self._tool(call)
                 data["tool_call_id"] = call_id
+                if call.edited is not None:
+                    data.update(call.edited.input_fields())
                 out.append(("file.read", data))
         elif kind in _CHANGES:
             for path in call.paths:
@@ -178,6 +230,8 @@ class ToolCalls:
                 data["change"] = kind if kind != "edit" else call.changes.get(path, "unknown")
                 data["tool"] = self._tool(call)
                 data["tool_call_id"] = call_id
+                if call.edited is not None:
+                    data.update(call.edited.input_fields())
                 out.append(("file.changed", data))
 
     def _command_finished(self, call: _Call, call_id: str, update: dict[str, Any], out: Produced) -> None:
@@ -196,6 +250,8 @@ class ToolCalls:
             data["exit_code"] = exit_code
         data["output"] = shown
         data["output_truncated"] = truncated
+        if call.edited is not None:
+            data.update(call.edited.command_fields())
         out.append(("command.finished", data))
         runners = find_test_runners(command) if not call.denied else ()
         if runners:
@@ -203,6 +259,8 @@ class ToolCalls:
             result: dict[str, Any] = {"command": command, "tool_call_id": call_id, "passed": verdict.passed}
             if verdict.framework is not None:
                 result["framework"] = verdict.framework
+            if call.edited is not None:
+                result.update(call.edited.command_fields())
             out.append(("test.result", result))
 
     def _command(self, call: _Call) -> str:
@@ -227,6 +285,11 @@ class ToolCalls:
             elif cwd == "/":
                 relative = absolute[1:]
         return {"path": relative, "abs_path": absolute}
+
+
+def _command_of(raw_input: dict[str, Any] | None) -> str | None:
+    command = (raw_input or {}).get("command") or (raw_input or {}).get("cmd")
+    return command_string(command) if isinstance(command, str | list) and command else None
 
 
 def truncate_output(text: str) -> tuple[str, bool]:

@@ -81,7 +81,7 @@ class Projector:
         self._run: dict[str, Any] = {}
         self._started = False
         self._tools = ToolCalls(_normal(cwd))
-        self._permissions: dict[Any, tuple[Any, Any, Any, dict[str, str]]] = {}
+        self._permissions: dict[Any, tuple[Any, Any, Any, dict[str, str], Any]] = {}
         self._handlers: dict[str, _Handler] = {
             "session/prompt": self._prompt,
             "session/request_permission": self._permission,
@@ -174,9 +174,10 @@ class Projector:
                 str(o.get("optionId")): str(o.get("kind")) for o in params.get("options") or () if isinstance(o, dict)
             }
             title = tool_call.get("title")
-            self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options)
+            proposed = baton.get("input") if isinstance(baton.get("input"), dict) else tool_call.get("rawInput")
+            self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options, proposed)
             return []
-        call_id, tool, title, options = self._permissions.pop(request_id, (None, None, None, {}))
+        call_id, tool, title, options, proposed = self._permissions.pop(request_id, (None, None, None, {}, None))
         result = payload.get("result")
         if not isinstance(result, dict):
             return []
@@ -191,6 +192,9 @@ class Projector:
         else:
             denied = options.get(str(outcome.get("optionId"))) in _REJECT_KINDS
         if not denied:
+            updated = baton.get("updated_input")
+            if decision == "allow" and isinstance(updated, dict) and updated != proposed:  # a human edited the call
+                return self._tools.edit(call_id, updated, edited_by=baton.get("decided_by"), proposed=proposed)
             return []
         self._tools.deny(call_id)
         reason = baton.get("message") or baton.get("reason")  # the words shown to the agent first

@@ -11,7 +11,8 @@ the same ones):
     resource_limit  {decision: continue, budget?: {usd?, turns?, seconds?}}
 
 ``deny`` (with ``reason`` and ``interrupt``) is accepted by every kind: it is what cancelling a
-paused run does to each pending gate. :func:`check_decision` returns the decision as it is
+paused run does to each pending gate. A denial may leave the binding out (or send it as null);
+a binding it does send must be the gate's. :func:`check_decision` returns the decision as it is
 recorded (``reason`` filled in, the binding kept); nothing here touches the database.
 """
 
@@ -101,6 +102,8 @@ def check_decision(gate: GateRecord, body: Mapping[str, Any], kind: GateKind | N
             f"{unknown[0]}: not a field of a {word} decision on a {gate.kind} gate",
             details={"field": unknown[0]},
         )
+    if word == "deny":  # a denial may leave the binding out: a null binding is left out
+        body = {name: value for name, value in body.items() if name not in _BINDING or value is not None}
     _check_binding(gate, body, required=word != "deny" and gate.kind in ("tool", "question"))
     decision: dict[str, Any] = {"decision": word}
     for name in _BINDING:

@@ -43,6 +43,8 @@ __all__ = [
     "GateLedger",
     "GateRecord",
     "GateStatus",
+    "cancel_denial",
+    "deny_pending",
     "suggested_rule",
 ]
 
@@ -164,7 +166,8 @@ class GateLedger:
     async def list(
         self, *, run_id: str | None = None, status: str | None = None, owner: str | None = None
     ) -> builtins.list[GateRecord]:
-        """Gates oldest first, filtered by run, status and the owner of their run."""
+        """Gates oldest first, filtered by run (``run_not_found`` for a run there is not), status and
+        the owner of their run."""
         if status is not None and status not in GATE_STATUSES:
             raise UsageError("invalid_argument", f"status: one of {sorted(GATE_STATUSES)}", details={"field": "status"})
         return await asyncio.to_thread(self._list, run_id, status, owner)
@@ -205,8 +208,7 @@ class GateLedger:
 
     async def deny_all_pending(self, run_id: str, *, reason: str, decided_by: str) -> builtins.list[GateRecord]:
         """Deny every pending gate of the run with ``interrupt: true`` (a cancel)."""
-        decision = {"decision": "deny", "reason": reason, "interrupt": True}
-        return await asyncio.to_thread(self._deny_all, run_id, decision, decided_by)
+        return await asyncio.to_thread(self._deny_all, run_id, cancel_denial(reason), decided_by)
 
     async def approved_for(self, run_id: str, bound_input_hash: str) -> GateRecord | None:
         """An approved tool gate of the run bound to that input and not yet used by a call."""
@@ -258,7 +260,10 @@ class GateLedger:
         if owner is not None:
             query = query.where(runs.c.owner == owner)
         with self._engine.connect().execution_options(**READ_ONLY) as connection:
-            return [_from_row(row) for row in connection.execute(query)]
+            found = [_from_row(row) for row in connection.execute(query)]
+            if run_id is not None and not found:
+                run_key_of(connection, run_id)  # no gates, or no such run: run_not_found
+            return found
 
     def _decide(self, gate: GateRecord, decision: dict[str, Any], decided_by: str) -> GateRecord:
         now = utc_timestamp()
@@ -319,18 +324,8 @@ class GateLedger:
         return [self._get(gate_id) for gate_id in expired]
 
     def _deny_all(self, run_id: str, decision: dict[str, Any], decided_by: str) -> builtins.list[GateRecord]:
-        now = utc_timestamp()
         with self._engine.begin() as connection:
-            run_key = run_key_of(connection, run_id)
-            denied = connection.execute(
-                update(gates)
-                .where(gates.c.run_key == run_key, gates.c.status == "pending")
-                .values(status="denied", decision=decision, decided_by=decided_by, decided_at=now)
-                .returning(*_COLUMNS)
-            ).all()
-            for row in denied:
-                _wake(connection, run_key, run_id, row.id)
-        return sorted((_record(row._asdict(), run_id) for row in denied), key=lambda g: g.id)
+            return deny_pending(connection, run_key_of(connection, run_id), run_id, decision, decided_by)
 
     def _mark_used(self, gate_id: str, call_id: str) -> None:
         with self._engine.begin() as connection:
@@ -355,9 +350,30 @@ class GateLedger:
             connection.execute(update(gates).where(gates.c.id == gate_id).values(decision=decision))
 
 
+def cancel_denial(reason: str = "cancelled") -> dict[str, Any]:
+    """The decision a cancel records on every pending gate of its run."""
+    return {"decision": "deny", "reason": reason, "interrupt": True}
+
+
 def suggested_rule(gate: GateRecord) -> str | None:
     """The rule approving ``gate`` with ``remember: "session"`` would store (None: remember is refused)."""
     return remember.suggested_rule(gate.tool_name, gate.input) if gate.kind == "tool" else None
+
+
+def deny_pending(
+    connection: Connection, run_key: int, run_id: str, decision: dict[str, Any], decided_by: str
+) -> builtins.list[GateRecord]:
+    """Deny every pending gate of the run in the caller's transaction (and wake the run); the gates denied."""
+    now = utc_timestamp()
+    denied = connection.execute(
+        update(gates)
+        .where(gates.c.run_key == run_key, gates.c.status == "pending")
+        .values(status="denied", decision=decision, decided_by=decided_by, decided_at=now)
+        .returning(*_COLUMNS)
+    ).all()
+    for row in denied:
+        _wake(connection, run_key, run_id, row.id)
+    return sorted((_record(row._asdict(), run_id) for row in denied), key=lambda g: g.id)
 
 
 def _wake(connection: Connection, run_key: int, run_id: str, gate_id: str) -> None:

@@ -9,7 +9,9 @@ at once) and that have something to do:
   spec is ``runs.request``; a run recorded without one is left alone),
 - an inbox command no process has taken (a user message, a cancel, a gate decision), or
 - a ``paused`` run whose gates are all decided (none pending, at least one approved, denied or
-  answered).
+  answered). A paused run with a gate pending is never a candidate, whatever its inbox holds:
+  it cannot go on before the decision (``run_paused``), and a cancel ends it by itself
+  (:mod:`baton.runs.cancelling`).
 
 Each is continued in this process through ``Baton.resume`` (the continuation prompt; the
 compare-and-set on ``runs.executor_id`` lets one adopter win), while this process executes
@@ -46,14 +48,12 @@ async def has_work(store: Store, record: RunRecord) -> bool:
     command, or decided gates and none pending."""
     if record.status == "queued":
         return spec_of_request(record) is not None
-    if await store.inbox_pending(record.id):
-        return True
     if record.status != "paused":
-        return False
+        return bool(await store.inbox_pending(record.id))
     gates = await GateLedger(store).list(run_id=record.id)
     if any(gate.status == "pending" for gate in gates):
-        return False
-    return any(gate.status in _DECIDED for gate in gates)
+        return False  # nothing can go on before the decision (a cancel ends a parked run itself)
+    return any(gate.status in _DECIDED for gate in gates) or bool(await store.inbox_pending(record.id))
 
 
 class Adopter:
@@ -64,6 +64,7 @@ class Adopter:
         self._interval = interval
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
         self.adopted: list[str] = []
+        self._refused: dict[str, str] = {}  # run → the code last reported: a refusal is said once, not every scan
 
     async def candidates(self) -> list[RunRecord]:
         """Runs with a dead executor and work to do, oldest first."""
@@ -93,8 +94,11 @@ class Adopter:
             try:
                 handle = await self._baton.resume(record.id)
             except BatonError as exc:  # another adopter won (run_active), or the workspace is busy
-                self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
+                if self._refused.get(record.id) != exc.code:
+                    self._refused[record.id] = exc.code
+                    self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
                 continue
+            self._refused.pop(record.id, None)
             adopted.append(handle.run_id)
             self.adopted.append(handle.run_id)
             self._report(f"baton: adopted run {handle.run_id} ({record.status}, executor {record.executor_id} gone)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from baton.acp.extensions import ResumeParams, notification
+from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
 from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
@@ -22,15 +22,16 @@ from baton.agents.launch import PreparedAgent, SubprocessLaunch, prepare_subproc
 from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
-from baton.events.entry import LogEntry, utc_timestamp
+from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
 from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
+from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RebuiltFallback, RunExecution
-from baton.runs.executors import effective_status, executor_alive, this_executor_id
+from baton.runs.executors import effective_status, this_executor_id
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
@@ -561,29 +562,17 @@ class Baton:
 
     async def cancel(self, run_id: str, reason: str | None = None) -> int:
         """Cancel the run wherever it executes; the inbox id. A parked run (no executor) ends
-        ``cancelled`` here, its pending gates denied (``interrupt``, reason ``cancelled``)."""
-        inbox_id = await post_command(self.store, run_id, "cancel", {"reason": reason} if reason else {})
+        ``cancelled`` at once, its pending gates denied (``interrupt``, reason ``cancelled``)."""
         handle = self._runs.get(run_id)
         if handle is not None and not handle._task.done():
+            inbox_id = await post_command(self.store, run_id, "cancel", {"reason": reason} if reason else {})
             handle.cancel()  # executing here: at once
-        else:
-            await self.cancel_parked(run_id)
-        return inbox_id
+            return inbox_id
+        return (await cancel_run(self.store, run_id, reason)).inbox_id
 
     async def cancel_parked(self, run_id: str) -> bool:
         """End a parked run (``paused``, no live executor) as ``cancelled``; False when it is not parked."""
-        record = await self.store.get_run(run_id)
-        if record.status != "paused" or executor_alive(record.executor_id, record.heartbeat_at):
-            return False
-        # The run ends first: whoever waits for these gates wakes to a cancelled run.
-        await self.store.update_run(run_id, status="cancelled", status_reason="cancelled", finished_at=utc_timestamp())
-        await GateLedger(self.store).deny_all_pending(run_id, reason="cancelled", decided_by="cancel")
-        self.log.open_run(run_id)
-        message = notification("status", {"status": "cancelled", "reason": "cancelled", "stop_reason": "cancelled"})
-        self.log.append(run_id, "baton", message["method"], message)
-        await self.log.flush()
-        self.log.close_run(run_id)
-        return True
+        return await end_parked(self.store, run_id)
 
     async def send(self, run_id: str, text: str) -> int:
         """A message for an interactive run (its next prompt); the inbox id."""

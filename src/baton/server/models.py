@@ -222,8 +222,16 @@ class GateList(BaseModel):
 
 class DecideRequest(_Request):
     decision: Literal["approve", "deny"]
-    bound_call_id: str | None = Field(description="The gate's bound_call_id, verbatim (null for a gate without one).")
-    bound_input_hash: str | None = Field(description="The gate's bound_input_hash, verbatim (null likewise).")
+    bound_call_id: str | None = Field(
+        default=None,
+        description="The gate's bound_call_id, verbatim (null for a gate without one). "
+        "Required to approve; a denial may leave it out.",
+    )
+    bound_input_hash: str | None = Field(
+        default=None,
+        description="The gate's bound_input_hash, verbatim (null likewise). "
+        "Required to approve; a denial may leave it out.",
+    )
     updated_input: dict[str, Any] | None = Field(default=None, description="approve: run this input instead.")
     remember: Literal["session"] | None = Field(
         default=None, description="approve: allow the suggested rule (never the whole tool) for the rest of the run."

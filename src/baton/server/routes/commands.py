@@ -6,7 +6,8 @@ body that is not JSON, -32600 not a JSON-RPC request, -32601 an unknown method, 
 params, -32000 refused, with ``data`` the BatonError (``run_not_running``, ``run_not_interactive``,
 ``run_paused``, ``scope_missing``). Every accepted command goes through
 :func:`baton.runs.inbox.post_command` into the run's durable inbox, which the process executing
-the run (this one or another) reads.
+the run (this one or another) reads; a ``cancel`` of a parked run, which no process executes,
+ends it at once (``{"status": "cancelled"}``: :mod:`baton.runs.cancelling`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from baton.errors import AuthError, BatonError
+from baton.runs.cancelling import cancel_run
 from baton.runs.inbox import post_command
 from baton.server.auth import Principal
 from baton.server.models import (
@@ -143,6 +145,8 @@ async def _execute(store: Store, principal: Principal, run_id: str, method: str,
         bypass = isinstance(params, SetPermissionModeParams) and params.permission_mode == "bypassPermissions"
         if bypass and not principal.is_admin:
             raise AuthError("scope_missing", "switching to bypassPermissions needs the scope 'admin'")
+        if isinstance(params, CancelParams):  # a parked run, which nobody executes, ends at once
+            return (await cancel_run(store, run_id, params.reason)).to_json()
         # The one way a command reaches a run, from any process: its durable inbox.
         inbox_id = await post_command(store, run_id, method, params.model_dump(exclude_none=True))
     except BatonError as exc:

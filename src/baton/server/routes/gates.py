@@ -3,7 +3,7 @@
 Listing needs ``runs:read``, deciding ``gates:decide``. A token sees the gates of its own runs
 (every run's with ``admin``), and a token limited to one run (or task) only that run's: any other
 gate is ``gate_not_found`` (404), exactly as a missing one. Each endpoint resolves one kind of
-gate (``deny`` through ``/decide`` resolves any kind): another kind is 409
+gate (``deny`` through ``/decide`` resolves any kind, and needs no binding): another kind is 409
 ``gate_kind_mismatch`` (``gate_not_resumable`` for ``/continue``); a binding that is not the
 gate's is 409 ``approval_binding_mismatch``; a body that does not fit is 422 naming the field.
 Decisions are recorded through :class:`~baton.gates.ledger.GateLedger` and wake the run wherever
@@ -93,7 +93,9 @@ async def list_gates(
 async def decide(gate_id: str, body: DecideRequest, request: Request, principal: _Decider) -> Response:
     """Approve or deny a tool gate (deny resolves a gate of any kind)."""
     fields = body.model_dump(exclude_none=True)
-    fields.update(bound_call_id=body.bound_call_id, bound_input_hash=body.bound_input_hash)  # null is a value here
+    for name in ("bound_call_id", "bound_input_hash"):  # sent as null is a value (a gate without one), left out is not
+        if name in body.model_fields_set:
+            fields[name] = getattr(body, name)
     return await _decide(request, principal, gate_id, fields, "tool")
 
 
