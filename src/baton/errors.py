@@ -11,7 +11,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         repository_not_allowed, workspace_dirty, run_active,
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
     │                         run_not_resumable, run_exists,
-    │                         rate_limited, body_too_large, headers_too_large, sse_limit
+    │                         rate_limited, body_too_large, headers_too_large, sse_limit,
+    │                         net_not_allowed
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -21,8 +22,9 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         plan_edit_invalid
     ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
     │                         archive_corrupt, archive_version_unsupported
-    └── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
-                              token_audience, token_algorithm, token_kid, scope_missing
+    ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
+    │                         token_audience, token_algorithm, token_kid, scope_missing
+    └── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "GateError",
     "NotFoundError",
     "RefusedError",
+    "UpstreamError",
     "UsageError",
     "WorkspaceError",
     "error_class",
@@ -93,6 +96,7 @@ class RefusedError(BatonError):
             "body_too_large",
             "headers_too_large",
             "sse_limit",
+            "net_not_allowed",
         }
     )
 
@@ -150,6 +154,12 @@ class AuthError(BatonError):
     )
 
 
+class UpstreamError(BatonError):
+    """A server baton forwards to (the model endpoint, an allowed host) failed or was not reached."""
+
+    family_codes = frozenset({"upstream_unreachable", "upstream_tls", "upstream_failed"})
+
+
 _FAMILIES: tuple[type[BatonError], ...] = (
     UsageError,
     RefusedError,
@@ -158,6 +168,7 @@ _FAMILIES: tuple[type[BatonError], ...] = (
     GateError,
     WorkspaceError,
     AuthError,
+    UpstreamError,
 )
 
 CODES: frozenset[str] = frozenset().union(*(family.family_codes for family in _FAMILIES))

@@ -23,6 +23,7 @@ from baton.errors import (
     GateError,
     NotFoundError,
     RefusedError,
+    UpstreamError,
     UsageError,
     WorkspaceError,
     error_class,
@@ -48,6 +49,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "scope_missing": 403,
     "repository_not_allowed": 403,
     "bypass_refused_as_root": 403,
+    "net_not_allowed": 403,
     # 404: absent, or not yours (no existence leak).
     "run_not_found": 404,
     "task_not_found": 404,
@@ -91,6 +93,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_exited": 502,
     "agent_error": 502,
     "budget_exhausted": 409,
+    "upstream_unreachable": 502,
+    "upstream_tls": 502,
+    "upstream_failed": 502,
 }
 
 # A code added to the tree before it is added above still gets its family's status
@@ -103,6 +108,7 @@ _FAMILY_STATUS: Final[dict[type[BatonError], int]] = {
     GateError: 409,
     WorkspaceError: 422,
     AuthError: 401,
+    UpstreamError: 502,
 }
 
 

@@ -19,8 +19,10 @@ from baton.testing._scenario import (
     load_scenario,
 )
 from baton.testing._server import RecordedRequest, ScriptedModelServer
+from baton.testing._tls import CertificateAuthority
 
 __all__ = [
+    "CertificateAuthority",
     "Failure",
     "RecordedRequest",
     "Scenario",

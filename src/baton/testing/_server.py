@@ -1,7 +1,9 @@
 """The scripted model server: real HTTP on loopback, in a daemon thread.
 
 Stdlib ``ThreadingHTTPServer``, so it serves sync and async tests alike. HTTP/1.1 with
-keep-alive: JSON answers carry ``Content-Length``, streams use chunked encoding.
+keep-alive: JSON answers carry ``Content-Length``, streams use chunked encoding. With an
+``ssl_context`` it speaks HTTPS (``CertificateAuthority.server_context()``), each connection's
+handshake in that connection's thread.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -54,9 +57,17 @@ class RecordedRequest:
 class ScriptedModelServer:
     """Answers model requests from a scenario: ``with ScriptedModelServer("plain") as srv: ...``."""
 
-    def __init__(self, scenario: str | Scenario, *, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        scenario: str | Scenario,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
         self._address = (host, port)
+        self._ssl_context = ssl_context
         self._listener: _Listener | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Condition()
@@ -69,7 +80,7 @@ class ScriptedModelServer:
         if self._listener is None:
             raise RuntimeError("the model server is not started")
         host, port = self._listener.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self._ssl_context else 'http'}://{host!s}:{port}"
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -87,7 +98,7 @@ class ScriptedModelServer:
     def start(self) -> Self:
         if self._listener is not None or self._stopped:
             raise RuntimeError("a model server starts once")
-        self._listener = _Listener(self._address, self)
+        self._listener = _Listener(self._address, self, self._ssl_context)
         self._thread = threading.Thread(
             target=self._listener.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -142,11 +153,20 @@ class ScriptedModelServer:
 class _Listener(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
+    def __init__(
+        self, address: tuple[str, int], owner: ScriptedModelServer, ssl_context: ssl.SSLContext | None
+    ) -> None:
         self.owner = owner
+        self.ssl_context = ssl_context
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        if self.ssl_context is not None:  # the handshake happens on the first read, in the handler's thread
+            connection = self.ssl_context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
+        return connection, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that goes away is ordinary here; anything else is reported as usual."""
