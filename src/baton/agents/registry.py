@@ -29,7 +29,7 @@ from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
-from baton.agents.opencode import OpenCodeSetting, opencode_binary, opencode_command
+from baton.agents.opencode import OpenCodeSetting, opencode_annotation, opencode_binary, opencode_command
 from baton.agents.recipe import npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
@@ -105,6 +105,8 @@ class AgentEntry:
     reports_cost: bool = False
     provider: str = "openai"  # whose model API it calls: openai | anthropic | gemini (credentials, --scenario)
     client_fs: bool = True  # offer the host's fs/* (confined to the workspace) to the agent
+    # extra ``_meta.baton`` fields for a tool call or update, before it is logged (baton.acp.host.annotate)
+    annotation: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -524,6 +526,7 @@ OPENCODE = AgentEntry(
     tool_calls=acp_tool_calls,
     launch=opencode_command,
     provider="anthropic",
+    annotation=opencode_annotation,
 )
 
 AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE)}

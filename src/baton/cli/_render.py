@@ -53,7 +53,7 @@ class LiveView:
             f"[green]✎ {escape(str(data.get('change')))}[/] {escape(str(data.get('path')))} "
             f"[dim]({escape(str(data.get('tool')))})[/]"
         )
-        diff = _diff_of(event.get("raw") or {})
+        diff = _diff_of(event.get("raw") or {}, data)
         if diff:
             self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
 
@@ -115,8 +115,9 @@ class LiveView:
         )
 
 
-def _diff_of(raw: dict[str, Any]) -> str:
-    """The diff of an edit: Claude's structured patch, or the ``diff`` content of the update."""
+def _diff_of(raw: dict[str, Any], data: dict[str, Any]) -> str:
+    """The diff of an edit: Claude's structured patch in the completing update, else the call's
+    ACP diff the projection kept (``data["diff"]``)."""
     update = ((raw.get("params") or {}).get("update")) or {}
     output = update.get("rawOutput")
     lines: list[str] = []
@@ -129,12 +130,12 @@ def _diff_of(raw: dict[str, Any]) -> str:
                 lines += [str(line) for line in hunk.get("lines") or []]
         if lines:
             return "\n".join(lines)
-    for item in update.get("content") or []:
-        if isinstance(item, dict) and item.get("type") == "diff":
-            removed = str(item.get("oldText") or "").splitlines()
-            added = str(item.get("newText") or "").splitlines()
-            lines += [f"--- {item.get('path')}", f"+++ {item.get('path')}"]
-            lines += [f"-{line}" for line in removed] + [f"+{line}" for line in added]
+    diff = data.get("diff")
+    if isinstance(diff, dict):
+        path = data.get("path")
+        lines += [f"--- {path}", f"+++ {path}"]
+        lines += [f"-{line}" for line in str(diff.get("old_text") or "").splitlines()]
+        lines += [f"+{line}" for line in str(diff.get("new_text") or "").splitlines()]
     return "\n".join(lines)
 
 

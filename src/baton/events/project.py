@@ -175,6 +175,7 @@ class Projector:
             }
             title = tool_call.get("title")
             self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options)
+            self._tools.on_request(tool_call)
             return []
         call_id, tool, title, options = self._permissions.pop(request_id, (None, None, None, {}))
         result = payload.get("result")
