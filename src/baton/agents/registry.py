@@ -181,10 +181,12 @@ def choose_setting(entry: AgentEntry, gatekeeper: Gatekeeper) -> NativeSetting:
     shown = "; ".join(f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escapes[:1])
     more = f" and {len(escapes) - 1} more call{'s' if len(escapes) > 2 else ''}" if len(escapes) > 1 else ""
     hint = _enforceable_hint(entry, gatekeeper)
+    if entry.name != COMMAND_AGENT:
+        hint += f" (`baton agents {entry.name}` lists what it does unasked)"
     raise RefusedError(
         "mode_not_enforceable",
         f"{entry.name} cannot be made to ask for everything mode {mode} gates: it would, without asking, "
-        f"{shown}{more}; {hint} (`baton agents {entry.name}` lists what it does unasked)",
+        f"{shown}{more}; {hint}",
         details={"agent": entry.name, "mode": mode, "reasons": reasons, "hint": hint},
     )
 
