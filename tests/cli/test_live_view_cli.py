@@ -149,7 +149,9 @@ def test_make_demo_runs_offline_and_says_what_to_try_next(demos: Demos) -> None:
     commands = [line.strip() for line in after.splitlines()[1:] if not line.strip().startswith("#")]
     assert len(commands) == 3, after
     # Pasted into a shell in the checkout, each works on the run the demo made (and kept).
-    pasted = [subprocess.run(c, shell=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60) for c in commands]
+    pasted = [
+        subprocess.run(c, shell=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60) for c in commands
+    ]
     assert [p.returncode for p in pasted] == [0, 0, 0], pasted
     live = shown[shown.index("─") :]  # the live view, from its first line
     assert pasted[0].stdout.rstrip("\n") == live.rstrip("\n")

@@ -87,7 +87,9 @@ def test_a_rule_with_a_lower_case_tool_suggests_the_tool(baton_here: InvokeBaton
     assert message == "invalid rule 'bash(ls)': tool names are case-sensitive: did you mean Bash(ls)?"
     message = refused_plainly(baton_here(*run, "--deny", "write(src/**)"), 2, "invalid_argument")
     assert message.endswith("did you mean Write(src/**)?")
-    assert "TodoWrite takes no specifier" in refused_plainly(baton_here(*run, "--allow", "TodoWrite(x)"), 2, "invalid_argument")
+    assert "TodoWrite takes no specifier" in refused_plainly(
+        baton_here(*run, "--allow", "TodoWrite(x)"), 2, "invalid_argument"
+    )
 
 
 def test_a_bad_mode_is_a_usage_error_even_without_credentials(baton_here: InvokeBaton, repo: Path) -> None:

@@ -174,11 +174,15 @@ def choose_setting(entry: AgentEntry, gatekeeper: Gatekeeper) -> NativeSetting:
         if not escaping:
             return setting
         said = [f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escaping]
-        reasons.append(f"under {setting.name} ({setting.native}) {entry.name} would, without asking: " + "; ".join(said))
+        reasons.append(
+            f"under {setting.name} ({setting.native}) {entry.name} would, without asking: " + "; ".join(said)
+        )
         if not escapes or len(escaping) < len(escapes):
             escapes = escaping
     mode = gatekeeper.policy.mode
-    shown = "; ".join(f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escapes[:1])
+    shown = "; ".join(
+        f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escapes[:1]
+    )
     more = f" and {len(escapes) - 1} more call{'s' if len(escapes) > 2 else ''}" if len(escapes) > 1 else ""
     hint = _enforceable_hint(entry, gatekeeper)
     if entry.name != COMMAND_AGENT:
