@@ -135,7 +135,7 @@ class TerminalGates:
             wake_local(gate.id, decided)
             rule = (decided.decision or {}).get("remember_rule")
             if rule:
-                self._console.print(f"[dim]allowed for the rest of this run: {escape(str(rule))}[/]")
+                self._console.print(f"[dim]remembered for this run: {escape(str(rule))}[/]")
             return
 
     # -- tool ------------------------------------------------------------------------------
