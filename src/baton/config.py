@@ -65,6 +65,9 @@ class Settings:
         home = Path(env["BATON_HOME"]) if env.get("BATON_HOME") else _default_home()
         if "home" in overrides and overrides["home"] is not None:
             home = Path(overrides["home"])
+        # Absolute: agents start in their workspace, where a relative home names nothing.
+        home = home.expanduser().absolute()
+        overrides = {**overrides, "home": home}
         settings = cls(home=home)
         settings = replace(settings, **_from_toml(home / "baton.toml"))
         settings = replace(settings, **_from_env(env))

@@ -3,28 +3,35 @@
 Offline with baton's scripted model unless ``ANTHROPIC_API_KEY`` is set, in which case the
 real model does the work. Only the test command is allowed by rule; edits inside the
 workspace are allowed by the ``acceptEdits`` mode; anything else is denied.
+
+The run is kept: its ``BATON_HOME`` is ``.baton-home/`` in the current directory (the checkout,
+where git ignores it) unless ``BATON_HOME`` is set, the repository ``demo/calc`` inside it (made
+anew each time); at the end the demo prints three commands to try with the run it made.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-from importlib.resources import as_file, files
 from pathlib import Path
 
-__all__ = ["PROMPT", "TEST_RULE", "main", "prepare_sample_repo"]
+__all__ = ["DEMO_HOME", "PROMPT", "TEST_RULE", "main", "next_commands", "prepare_sample_repo"]
 
 PROMPT = "The tests in this repository fail. Find the bug, fix it, and run the tests to show they pass."
 TEST_RULE = "Bash(node --test:*)"
+DEMO_HOME = Path(".baton-home")
 
 
 def prepare_sample_repo(destination: Path) -> Path:
-    """Copy the sample repository to ``destination`` and commit it, so it is a real git repo."""
-    with as_file(files("baton.testing") / "sample_repo") as source:
-        shutil.copytree(source, destination)
+    """Copy the sample repository to ``destination`` (missing or empty) and commit it, so it is a
+    real git repository."""
+    from baton.testing import copy_sample_repo
+
+    copy_sample_repo(destination)
     git = ["git", "-C", str(destination), "-c", "user.name=baton demo", "-c", "user.email=demo@baton.invalid"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
@@ -32,22 +39,62 @@ def prepare_sample_repo(destination: Path) -> Path:
     return destination
 
 
+def next_commands(run_id: str, home: Path, baton: str) -> list[tuple[str, str]]:
+    """Three commands to try with the demo's run, ready to paste (they name its home), each with
+    what it shows."""
+    prefix = f"BATON_HOME={shlex.quote(str(home))} {baton}"
+    return [
+        ("the run again, as it was shown", f"{prefix} logs {run_id} --pretty"),
+        ("what the agent changed", f"{prefix} diff {run_id}"),
+        ("the working tree as baton captured it after each step", f"{prefix} snapshots {run_id}"),
+    ]
+
+
 def main() -> int:
     from baton.cli import app
 
-    with tempfile.TemporaryDirectory(prefix="baton-demo-") as tmp:
-        repo = prepare_sample_repo(Path(tmp) / "calc")
-        home = Path(tmp) / "baton-home"
-        os.environ.setdefault("BATON_HOME", str(home))
-        args = ["run", PROMPT, "--repo", str(repo), "--mode", "acceptEdits", "--allow", TEST_RULE]
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            args += ["--scenario", "demo"]
-            print("baton demo: offline, with the scripted model (set ANTHROPIC_API_KEY to use the real one)")
-        try:
-            app(args, prog_name="baton")
-        except SystemExit as exit_:
-            return int(exit_.code or 0)
-    return 0
+    home = Path(os.environ.get("BATON_HOME") or DEMO_HOME)
+    os.environ["BATON_HOME"] = str(home)
+    repo = home / "demo" / "calc"
+    if repo.exists():
+        shutil.rmtree(repo)  # the sample anew; earlier runs stay in the home
+    prepare_sample_repo(repo)
+    args = ["run", PROMPT, "--repo", str(repo), "--mode", "acceptEdits", "--allow", TEST_RULE]
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        args += ["--scenario", "demo"]
+        print("baton demo: offline, with the scripted model (set ANTHROPIC_API_KEY to use the real one)")
+    code = 0
+    try:
+        app(args, prog_name="baton")
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    run_id = asyncio.run(_last_run_id())
+    if run_id is not None:
+        print(f"\nThe run is kept in {home}/. Next, try:")
+        for what, command in next_commands(run_id, home, _baton_command()):
+            print(f"  # {what}\n  {command}")
+    return code
+
+
+async def _last_run_id() -> str | None:
+    from baton.config import Settings
+    from baton.store import Store
+
+    store = await asyncio.to_thread(Store.open, Settings.load().resolved_database_url)
+    async with store:
+        runs = await store.list_runs()
+    return runs[-1].id if runs else None
+
+
+def _baton_command() -> str:
+    """``baton`` as this interpreter's console script, relative to here when it is below."""
+    script = Path(sys.executable).parent / "baton"
+    if not script.is_file():
+        return "baton"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 if __name__ == "__main__":

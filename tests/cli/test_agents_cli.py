@@ -40,8 +40,37 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     assert opencode["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
 
 
-def test_agents_table_names_every_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents")
-    assert result.returncode == 0
-    assert "codex" in result.stdout and "claude" in result.stdout and "ask-all" in result.stdout
-    assert "claude-acp" in result.stdout and "gemini" in result.stdout and "not enforceable" in result.stdout
+def test_agents_fits_80_columns_one_line_an_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.describe()
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 10, result.stdout
+    assert all(len(line) <= 80 and line == line.rstrip() for line in lines), result.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:6]}
+    assert set(rows) == {"claude", "codex", "claude-acp", "gemini", "opencode"}
+    assert rows["gemini"] == ["installed", "0.61.0", "bypassPermissions"]
+    assert rows["codex"] == ["installed", "0.16.0", "all"]
+    assert "baton agents NAME" in lines[-1]
+
+
+@pytest.mark.parametrize("columns", [80, 50])
+def test_one_agent_shows_its_mode_matrix_wrapped_to_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, columns: int
+) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "gemini", env={"COLUMNS": str(columns)})
+    assert result.returncode == 0, result.describe()
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines), result.stdout
+    assert lines[0] == "gemini · installed · 0.61.0"
+    assert "  mode default: not enforceable" in lines and "  mode bypassPermissions: ask-all" in lines
+    text = " ".join(line.strip() for line in lines)
+    assert "- run `echo hi` (a command Gemini CLI calls safe, in the workspace)" in text
+    assert "test_gemini_modes.py::test_ask_all_sends_every_call_but_safe_commands_to_the_gatekeeper" in text.replace(
+        " ", ""
+    )
+
+
+def test_an_unknown_agent_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "nope")
+    assert result.returncode == 2
+    assert result.stderr.startswith("baton: invalid_argument: unknown agent 'nope'"), result.stderr

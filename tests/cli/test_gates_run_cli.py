@@ -158,7 +158,8 @@ def test_baton_run_in_a_terminal_asks_and_runs_the_approved_command(baton: Baton
     args = ("run", "go", "--repo", str(repo), "--scenario", "needs-approval")
     session = run_in_terminal(baton, args, [("approve?", "y")])
     assert session.answered == 1 and "touch approved.txt" in session.shown, session.describe()
-    assert "[y]es / [n]o / [e]dit / [a]lways for this session" in session.shown
+    assert "[y]es / [n]o / [e]dit / [a]lways" in session.shown
+    assert "allow Bash(touch approved.txt:*) for the rest of this run" in session.shown
     assert session.returncode == 0, session.describe()
     assert (repo / "approved.txt").exists()
     assert "by terminal" in session.shown  # the gate.resolved line names who decided

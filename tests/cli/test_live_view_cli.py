@@ -1,6 +1,8 @@
-"""The live view of ``baton run`` (no ``--json``) and ``make demo``, as a user sees them.
+"""The live view of ``baton run`` (no ``--json``) and ``make demo``, as a user sees them, and
+the same view read back (``baton logs RUN --pretty``).
 
-stdout is a pipe here, so rich draws for a non-terminal: no colours, 80 columns.
+stdout is a pipe here, so rich draws for a non-terminal: no colours, 80 columns. The run is
+README's first example: ``baton init-sample DIR``, then ``baton run … --scenario demo``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Invocation, cli_environment, sample_repo
+from tests.cli._baton_cli import REPO_ROOT, BatonCLI, Invocation, cli_environment
 
 pytestmark = pytest.mark.claude
 
@@ -25,8 +27,10 @@ DEMO_PROMPT = "The tests in this repository fail. Find the bug, fix it, and run 
 @dataclass(frozen=True)
 class Demos:
     repo: Path
+    sample: Invocation
     run: Invocation
     make: subprocess.CompletedProcess[str] | None
+    baton: BatonCLI
 
     @property
     def lines(self) -> list[str]:
@@ -37,15 +41,19 @@ class Demos:
 def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
     """``baton run --scenario demo`` on a sample repository, and ``make demo``, side by side."""
     base = tmp_path_factory.mktemp("demo")
-    repo = sample_repo(base / "calc")
+    repo = base / "calc"
+    baton = BatonCLI(base / "baton-home")
+    sample = baton("init-sample", str(repo))
     make = shutil.which("make")
     make_demo = None
     if make is not None:
         env = cli_environment(base / "make-home" / "baton")
         env["HOME"] = str(base / "make-home")  # nothing may land in the user's home
-        # `-o STAMP`: never let a test reinstall the virtualenv (`setup`, a prerequisite, runs pip).
+        # `-o STAMP`: never let a test reinstall the virtualenv or the agents (`setup`, a
+        # prerequisite, runs pip and npm; npm would replace a shared agents/node_modules).
+        stamps = ["-o", ".venv/.setup-stamp", "-o", "agents/node_modules/.package-lock.json"]
         make_demo = subprocess.Popen(
-            [make, "--no-print-directory", "-o", ".venv/.setup-stamp", "demo"],
+            [make, "--no-print-directory", *stamps, "demo"],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -55,7 +63,7 @@ def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
             start_new_session=True,
         )
     try:
-        run = BatonCLI(base / "baton-home")(
+        run = baton(
             "run",
             DEMO_PROMPT,
             "--repo",
@@ -75,7 +83,19 @@ def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
         if make_demo is not None and make_demo.poll() is None:
             os.killpg(make_demo.pid, signal.SIGTERM)  # make, the demo's baton, and its Claude Code
             make_demo.communicate(timeout=15)
-    return Demos(repo, run, made)
+    return Demos(repo, sample, run, made, baton)
+
+
+def test_init_sample_makes_the_repository_of_the_first_example(demos: Demos) -> None:
+    sample = demos.sample
+    assert sample.returncode == 0, sample.describe()
+    assert sample.stdout.startswith(f"created {demos.repo}: a Node project whose test fails"), sample.stdout
+    assert f"--repo {demos.repo} --scenario demo --mode acceptEdits" in sample.stdout
+    committed = subprocess.run(["git", "-C", str(demos.repo), "show", "HEAD:calc.js"], capture_output=True, text=True)
+    assert "return a - b;" in committed.stdout  # as created, before the run fixed it
+    again = demos.baton("init-sample", str(demos.repo))
+    assert again.returncode == 2
+    assert again.stderr == f"baton: invalid_argument: {demos.repo} exists and is not an empty directory\n"
 
 
 def test_the_live_view_shows_the_agent_fixing_the_test(demos: Demos) -> None:
@@ -109,7 +129,14 @@ def test_the_closing_line_names_the_whole_run_id(demos: Demos) -> None:
     assert run_id in demos.lines[-1]
 
 
-def test_make_demo_runs_offline(demos: Demos) -> None:
+def test_logs_pretty_prints_the_run_as_the_live_view_did(demos: Demos) -> None:
+    run_id = demos.lines[-1].rsplit(" run ", 1)[1]
+    replay = demos.baton("logs", run_id, "--pretty")
+    assert (replay.returncode, replay.stderr) == (0, "")
+    assert replay.stdout == demos.run.stdout
+
+
+def test_make_demo_runs_offline_and_says_what_to_try_next(demos: Demos) -> None:
     if demos.make is None:
         pytest.skip("make is not installed")
     done = demos.make
@@ -117,7 +144,19 @@ def test_make_demo_runs_offline(demos: Demos) -> None:
     assert "offline, with the scripted model" in done.stdout
     assert "✘ tests failed" in done.stdout
     assert "✔ tests passed" in done.stdout
-    assert "finished (end_turn)" in done.stdout.splitlines()[-1]
+    shown, _, after = done.stdout.partition("\nThe run is kept in ")
+    assert "finished (end_turn)" in shown.splitlines()[-1]
+    commands = [line.strip() for line in after.splitlines()[1:] if not line.strip().startswith("#")]
+    assert len(commands) == 3, after
+    # Pasted into a shell in the checkout, each works on the run the demo made (and kept).
+    pasted = [
+        subprocess.run(c, shell=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60) for c in commands
+    ]
+    assert [p.returncode for p in pasted] == [0, 0, 0], pasted
+    live = shown[shown.index("─") :]  # the live view, from its first line
+    assert pasted[0].stdout.rstrip("\n") == live.rstrip("\n")
+    assert "+  return a + b;" in pasted[1].stdout
+    assert "s1 " in pasted[2].stdout
 
 
 def test_an_edited_command_is_shown_as_what_ran() -> None:

@@ -81,6 +81,17 @@ def test_bad_arguments_are_usage_errors(baton_here: InvokeBaton, repo: Path) -> 
     assert "no-such-scenario" in message and "write-and-run" in message
 
 
+def test_a_rule_with_a_lower_case_tool_suggests_the_tool(baton_here: InvokeBaton, repo: Path) -> None:
+    run = ("run", "go", "--repo", str(repo), "--scenario", "plain")
+    message = refused_plainly(baton_here(*run, "--allow", "bash(ls)"), 2, "invalid_argument")
+    assert message == "invalid rule 'bash(ls)': tool names are case-sensitive: did you mean Bash(ls)?"
+    message = refused_plainly(baton_here(*run, "--deny", "write(src/**)"), 2, "invalid_argument")
+    assert message.endswith("did you mean Write(src/**)?")
+    assert "TodoWrite takes no specifier" in refused_plainly(
+        baton_here(*run, "--allow", "TodoWrite(x)"), 2, "invalid_argument"
+    )
+
+
 def test_a_bad_mode_is_a_usage_error_even_without_credentials(baton_here: InvokeBaton, repo: Path) -> None:
     refused_plainly(baton_here("run", "go", "--repo", str(repo), "--mode", "nonsense"), 2, "invalid_argument")
 

@@ -31,4 +31,8 @@ def test_gemini_under_default_is_refused_before_anything_starts(
     done = invoke_in_process(monkeypatch, tmp_path / "home", *args)
     assert done.returncode == 3
     assert done.stderr.startswith("baton: mode_not_enforceable: gemini cannot be made to ask"), done.stderr
+    # One line that says what would work, not every call Gemini CLI makes unasked.
+    [line] = done.stderr.splitlines()
+    assert len(line) < 320, line
+    assert line.endswith("; --allow Bash would be enforceable (`baton agents gemini` lists what it does unasked)"), line
     assert not (repo / "hello.txt").exists()

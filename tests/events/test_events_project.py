@@ -122,6 +122,7 @@ def test_file_events_only_when_the_call_completes() -> None:
             "change": "add",
             "tool": "Write a.txt",
             "tool_call_id": "w",
+            "diff": {"old_text": None, "new_text": "x"},
         }
     ]
 

@@ -24,7 +24,7 @@ __all__ = ["ACP_SAMPLES", "CODEX_SAMPLES", "build_codex_sample"]
 
 CODEX_SAMPLES = ("codex-acp-allow", "codex-acp-reject")
 # Other agents' recordings, built the same way: sample name → registry agent.
-ACP_SAMPLES = {"claude-agent-acp-allow": "claude-acp", "gemini-acp-allow": "gemini"}
+ACP_SAMPLES = {"claude-agent-acp-allow": "claude-acp", "gemini-acp-allow": "gemini", "opencode-acp-allow": "opencode"}
 
 
 def build_codex_sample(name: str, entry: AgentEntry | None = None) -> list[LogEntry]:
@@ -48,7 +48,7 @@ def build_codex_sample(name: str, entry: AgentEntry | None = None) -> list[LogEn
             asker = "from_agent" if direction == "to_agent" else "to_agent"
             method = requests.pop((asker, message.get("id")), None)
         if direction == "from_agent":
-            annotate(message, entry.tool_names)
+            annotate(message, entry.tool_names, entry.annotation)
             update = (message.get("params") or {}).get("update") or {}
             if update.get("sessionUpdate") == "usage_update":
                 usage = {key: value for key, value in update.items() if key != "sessionUpdate"}

@@ -332,6 +332,7 @@ class AgentNormalizer:
     def __init__(self, inner: Transport, agent: AgentEntry) -> None:
         self._inner = inner
         self._tool_names = agent.tool_names
+        self._annotation = agent.annotation
 
     async def send(self, message: dict[str, Any]) -> None:
         await self._inner.send(message)
@@ -339,16 +340,21 @@ class AgentNormalizer:
     async def receive(self) -> dict[str, Any] | None:
         message = await self._inner.receive()
         if message is not None:
-            annotate(message, self._tool_names)
+            annotate(message, self._tool_names, self._annotation)
         return message
 
     async def close(self) -> None:
         await self._inner.close()
 
 
-def annotate(message: dict[str, Any], tool_names: Mapping[str, str]) -> None:
+def annotate(
+    message: dict[str, Any],
+    tool_names: Mapping[str, str],
+    annotation: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
     """Put ``command`` (one string) and ``tool_name`` (baton's) in ``_meta.baton`` of a tool call
-    or a permission request whose call runs a command or applies a patch."""
+    or a permission request whose call runs a command or applies a patch, and whatever the agent's
+    own ``annotation`` (its registry entry's) finds in a tool call or update."""
     method = message.get("method")
     if method != "session/update" and method != "session/request_permission":
         return
@@ -356,26 +362,30 @@ def annotate(message: dict[str, Any], tool_names: Mapping[str, str]) -> None:
     if not isinstance(params, dict):
         return
     if method == "session/request_permission":
-        _annotate(params, params.get("toolCall"), tool_names)
+        _annotate(params, params.get("toolCall"), tool_names, None)
         return
     update = params.get("update")
     if isinstance(update, dict) and update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
-        _annotate(update, update, tool_names)
+        _annotate(update, update, tool_names, annotation)
 
 
-def _annotate(holder: dict[str, Any], tool_call: Any, tool_names: Mapping[str, str]) -> None:
+def _annotate(
+    holder: dict[str, Any],
+    tool_call: Any,
+    tool_names: Mapping[str, str],
+    annotation: Callable[[dict[str, Any]], dict[str, Any]] | None,
+) -> None:
     if not isinstance(tool_call, dict):
         return
+    extra: dict[str, Any] = annotation(tool_call) if annotation is not None else {}
     raw = tool_call.get("rawInput") or tool_call.get("rawOutput")
-    if not isinstance(raw, dict):
-        return
-    extra: dict[str, Any] = {}
-    command = raw.get("command")
-    if isinstance(command, list | str) and command:
-        extra["command"] = command_string(command)
-        extra["tool_name"] = tool_names.get("exec_command", "Bash")
-    elif "changes" in raw:
-        extra["tool_name"] = tool_names.get("apply_patch", "Edit")
+    if isinstance(raw, dict):
+        command = raw.get("command")
+        if isinstance(command, list | str) and command:
+            extra["command"] = command_string(command)
+            extra["tool_name"] = tool_names.get("exec_command", "Bash")
+        elif "changes" in raw:
+            extra["tool_name"] = tool_names.get("apply_patch", "Edit")
     if not extra:
         return
     meta = holder.get("_meta")

@@ -6,6 +6,13 @@ home) and its whole configuration in ``OPENCODE_CONFIG_CONTENT``: the Anthropic 
 and — where the mode matrix needs every call to reach baton's Gatekeeper — ``permission:
 {"*": "ask"}``. It runs with ``--pure`` (no external plugins) and model-catalog fetches, LSP
 downloads and default plugins off.
+
+Its tool calls are annotated before they are logged (:func:`opencode_annotation`): the call's
+announcement is titled with OpenCode's tool name (``write``, ``bash``), later updates with a
+description (the file's name, the command), so the tool is named from the announcement; and a
+``write`` tells only in its result whether the file existed (``rawOutput.metadata.exists``),
+its diff (in the permission request) having ``oldText: ""`` either way; a ``bash`` gives its
+exit code only there too (``rawOutput.metadata.exit``).
 """
 
 from __future__ import annotations
@@ -20,9 +27,34 @@ from baton.agents.processes import RUN_ID_VARIABLE
 from baton.agents.recipe import allowed_environment, native_setting, npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 
-__all__ = ["DEFAULT_OPENCODE_MODEL", "OpenCodeSetting", "opencode_binary", "opencode_command", "opencode_config"]
+__all__ = [
+    "DEFAULT_OPENCODE_MODEL",
+    "OPENCODE_TOOLS",
+    "OpenCodeSetting",
+    "opencode_annotation",
+    "opencode_binary",
+    "opencode_command",
+    "opencode_config",
+]
 
 DEFAULT_OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
+
+# OpenCode's tools (opencode-ai 1.18) → baton's names, as Claude Code calls the same tools.
+OPENCODE_TOOLS = {
+    "bash": "Bash",
+    "edit": "Edit",
+    "write": "Write",
+    "patch": "Edit",
+    "apply_patch": "Edit",
+    "read": "Read",
+    "grep": "Grep",
+    "glob": "Glob",
+    "list": "LS",
+    "webfetch": "WebFetch",
+    "todowrite": "TodoWrite",
+    "todoread": "TodoRead",
+    "task": "Task",
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +81,29 @@ def opencode_config(setting: OpenCodeSetting, base_url: str | None, model: str |
     if setting.permission is not None:
         config["permission"] = dict(setting.permission)
     return config
+
+
+def opencode_annotation(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """``_meta.baton`` fields for an OpenCode tool call or update: ``tool_name`` from the call's
+    announcement (``sessionUpdate: "tool_call"``, titled with the tool), ``change`` (``add`` or
+    ``modify``) from a finished ``write``'s ``rawOutput.metadata.exists``, ``exit_code`` from a
+    finished ``bash``'s ``rawOutput.metadata.exit``."""
+    extra: dict[str, Any] = {}
+    title = tool_call.get("title")
+    if tool_call.get("sessionUpdate") == "tool_call" and isinstance(title, str):
+        tool = OPENCODE_TOOLS.get(title.lower())
+        if tool is not None:
+            extra["tool_name"] = tool
+    output = tool_call.get("rawOutput")
+    metadata = output.get("metadata") if isinstance(output, dict) else None
+    if tool_call.get("status") in ("completed", "failed") and isinstance(metadata, dict):
+        exists = metadata.get("exists")
+        if isinstance(exists, bool) and isinstance(metadata.get("filepath"), str):
+            extra["change"] = "modify" if exists else "add"
+        code = metadata.get("exit")  # bash
+        if isinstance(code, int) and not isinstance(code, bool):
+            extra["exit_code"] = code
+    return extra
 
 
 def opencode_command(context: LaunchContext, executable: Path) -> AgentCommand:

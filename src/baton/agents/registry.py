@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,12 @@ from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
-from baton.agents.opencode import OpenCodeSetting, opencode_binary, opencode_command
+from baton.agents.opencode import OpenCodeSetting, opencode_annotation, opencode_binary, opencode_command
 from baton.agents.recipe import npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
 from baton.events.commands import command_string
-from baton.gates import MODES, Gatekeeper, Policy, ToolCall
+from baton.gates import MODES, Decision, Gatekeeper, Policy, ToolCall, parse_rule
 
 __all__ = [
     "AGENTS",
@@ -105,6 +105,8 @@ class AgentEntry:
     reports_cost: bool = False
     provider: str = "openai"  # whose model API it calls: openai | anthropic | gemini (credentials, --scenario)
     client_fs: bool = True  # offer the host's fs/* (confined to the workspace) to the agent
+    # extra ``_meta.baton`` fields for a tool call or update, before it is logged (baton.acp.host.annotate)
+    annotation: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -163,25 +165,75 @@ def bound_input_hash(bound: Mapping[str, Any]) -> str:
 
 
 def choose_setting(entry: AgentEntry, gatekeeper: Gatekeeper) -> NativeSetting:
-    """The first native setting under which everything the agent does unasked is allowed."""
+    """The first native setting under which everything the agent does unasked is allowed; else
+    ``mode_not_enforceable`` in one line, with the mode or rule that would be enforceable."""
     reasons: list[str] = []
+    escapes: list[tuple[Probe, Decision]] = []
     for setting in entry.settings:
-        escaping = []
-        for probe in setting.unasked:
-            decision = gatekeeper.decide(probe.call(gatekeeper.workspace))
-            if decision.behavior != "allow":
-                escaping.append(f"{probe.description} ({decision.behavior}, {decision.reason})")
+        escaping = _escaping(setting, gatekeeper)
         if not escaping:
             return setting
+        said = [f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escaping]
         reasons.append(
-            f"under {setting.name} ({setting.native}) {entry.name} would, without asking: " + "; ".join(escaping)
+            f"under {setting.name} ({setting.native}) {entry.name} would, without asking: " + "; ".join(said)
         )
+        if not escapes or len(escaping) < len(escapes):
+            escapes = escaping
+    mode = gatekeeper.policy.mode
+    shown = "; ".join(
+        f"{probe.description} ({decision.behavior}, {decision.reason})" for probe, decision in escapes[:1]
+    )
+    more = f" and {len(escapes) - 1} more call{'s' if len(escapes) > 2 else ''}" if len(escapes) > 1 else ""
+    hint = _enforceable_hint(entry, gatekeeper)
+    if entry.name != COMMAND_AGENT:
+        hint += f" (`baton agents {entry.name}` lists what it does unasked)"
     raise RefusedError(
         "mode_not_enforceable",
-        f"{entry.name} cannot be made to ask for everything this policy "
-        f"({gatekeeper.policy.mode}) gates: " + " | ".join(reasons),
-        details={"agent": entry.name, "mode": gatekeeper.policy.mode, "reasons": reasons},
+        f"{entry.name} cannot be made to ask for everything mode {mode} gates: it would, without asking, "
+        f"{shown}{more}; {hint}",
+        details={"agent": entry.name, "mode": mode, "reasons": reasons, "hint": hint},
     )
+
+
+def _escaping(setting: NativeSetting, gatekeeper: Gatekeeper) -> list[tuple[Probe, Decision]]:
+    """The calls the agent makes unasked under ``setting`` that the policy would not allow."""
+    decided = ((probe, gatekeeper.decide(probe.call(gatekeeper.workspace))) for probe in setting.unasked)
+    return [(probe, decision) for probe, decision in decided if decision.behavior != "allow"]
+
+
+def _enforceable(entry: AgentEntry, gatekeeper: Gatekeeper) -> bool:
+    return any(not _escaping(setting, gatekeeper) for setting in entry.settings)
+
+
+def _enforceable_hint(entry: AgentEntry, gatekeeper: Gatekeeper) -> str:
+    """What would make ``entry`` enforceable: another mode with the same rules, or the bare tools of
+    what it does unasked allowed (never for an ``--agent-cmd`` agent: that is trusting it)."""
+    if entry.name == COMMAND_AGENT:
+        return "only --trust-agent-permissions runs it (baton then gates what it asks)"
+    policy, workspace = gatekeeper.policy, gatekeeper.workspace
+    tools = sorted({probe.tool_name for setting in entry.settings for probe, _ in _escaping(setting, gatekeeper)})
+    rules = tuple(parse_rule(tool) for tool in tools)
+    allowing = " ".join(f"--allow {tool}" for tool in tools)
+    options: list[str] = []
+    # The same rules under another mode; the bare tools allowed in this mode, then in another.
+    for mode, extra, words in (
+        *((mode, (), f"--mode {mode}") for mode in MODES if mode != policy.mode),
+        (policy.mode, rules, allowing),
+        *((mode, rules, f"--mode {mode} {allowing}") for mode in MODES if mode != policy.mode),
+    ):
+        if options and extra:
+            break  # a mode alone is the smaller change
+        try:
+            other = replace(policy.with_mode(mode), allow=policy.allow + extra)
+        except RefusedError:
+            continue  # bypassPermissions as root
+        if (extra or mode != policy.mode) and _enforceable(entry, Gatekeeper(other, workspace)):
+            options.append(words)
+            if extra:
+                break
+    if not options:
+        return "no other mode or bare rule would be enforceable"
+    return " or ".join(options) + " would be enforceable"
 
 
 # -- Claude -----------------------------------------------------------------------------------
@@ -524,6 +576,7 @@ OPENCODE = AgentEntry(
     tool_calls=acp_tool_calls,
     launch=opencode_command,
     provider="anthropic",
+    annotation=opencode_annotation,
 )
 
 AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE)}

@@ -13,6 +13,7 @@ from baton.cli import model_server as _model_server  # noqa: F401
 from baton.cli import resume as _resume  # noqa: F401
 from baton.cli import run as _run  # noqa: F401
 from baton.cli import runs as _runs  # noqa: F401
+from baton.cli import sample as _sample  # noqa: F401
 from baton.cli import send as _send  # noqa: F401
 from baton.cli import serve as _serve  # noqa: F401
 from baton.cli import show as _show  # noqa: F401

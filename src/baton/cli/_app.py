@@ -1,6 +1,8 @@
-"""The Typer application every command module registers on."""
+"""The Typer application every command module registers on, and its ``--version``."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
@@ -13,3 +15,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from baton import __version__
+
+        typer.echo(f"baton {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print baton's version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
+) -> None:
+    """Run AI coding agents on tasks in git repositories; every run observable and durable."""

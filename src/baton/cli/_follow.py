@@ -40,8 +40,8 @@ async def follow_run(
     after_log_seq: int = 0,
 ) -> int:
     """Stream the run's events until it ends (through parks unless ``no_wait``); its exit code."""
-    view = LiveView(console)
     asker = TerminalGates(baton, console) if _attached() and not json_output else None
+    view = LiveView(console, gates_asked=asker is not None)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, handle.cancel)
@@ -73,9 +73,12 @@ async def follow_run(
                     f"decide it (baton approve|deny {escape(gate)}), then baton resume {escape(handle.run_id)}"
                 )
                 return EXIT_CODES["paused"]
-            console.print(f"[yellow]⏸ parked[/] on gate {escape(gate)}: waiting for a decision (the agent is stopped)")
+            parked = f"[yellow]⏸ parked[/] on gate {escape(gate)}: waiting for a decision (the agent is stopped)"
             if asker is not None:
+                asker.notice(parked)
                 asker.ask(gate)
+            else:
+                console.print(parked)
             ended = await handle.continue_parked(outcome)
             if asker is not None:
                 await asker.drop()

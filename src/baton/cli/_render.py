@@ -1,7 +1,15 @@
-"""The live view of a run (``baton run`` without ``--json``), drawn from runner events."""
+"""The view of a run drawn from its runner events: live (``baton run`` without ``--json``) and
+read back (``baton logs RUN --pretty``), line for line the same.
+
+A turn that ends while a gate is open ended because the run parks: the park says so, not a
+"turn finished" line. With ``gates_asked=True`` the terminal asks about each gate itself
+(baton.cli._terminal_gates), so an opened gate is shown once, by that question. The closing
+line counts the run's time from its first event to its last (waiting for humans included).
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -16,9 +24,11 @@ _OUTPUT_LINES = 12
 class LiveView:
     """Prints each runner event as it arrives: text, tool calls, diffs, tests, the end."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, gates_asked: bool = False) -> None:
         self.console = console
-        self._diffs: dict[str, str] = {}
+        self._gates_asked = gates_asked
+        self._open_gates: set[str] = set()
+        self._started_at: str | None = None
 
     def show(self, event: dict[str, Any]) -> None:
         kind = event["type"]
@@ -28,6 +38,7 @@ class LiveView:
             handler(data, event)
 
     def _task_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self._started_at = event.get("ts")
         self.console.rule(f"[bold]baton[/] run {escape(event['run_id'])}")
         self.console.print(
             f"[dim]agent {data.get('agent')} · model {data.get('model') or 'default'} · "
@@ -53,20 +64,26 @@ class LiveView:
             f"[green]✎ {escape(str(data.get('change')))}[/] {escape(str(data.get('path')))} "
             f"[dim]({escape(str(data.get('tool')))})[/]"
         )
-        diff = _diff_of(event.get("raw") or {})
+        diff = _diff_of(event.get("raw") or {}, data)
         if diff:
             self.console.print(Syntax(diff, "diff", theme="ansi_dark", background_color="default"))
 
     def _gate_opened(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self._open_gates.add(str(data.get("gate_id")))
+        if self._gates_asked:
+            return  # the question at the terminal shows it
         self.console.print(
             f"[yellow]? gate[/] {escape(str(data.get('gate_id')))} ({escape(str(data.get('kind')))}): "
             f"{escape(str(data.get('summary') or ''))}"
         )
 
     def _gate_resolved(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self._open_gates.discard(str(data.get("gate_id")))
         reason = f" ({escape(str(data['reason']))})" if data.get("reason") else ""
+        decision = str(data.get("decision"))
+        mark = {"deny": "[red]✗ gate[/]", "superseded": "[dim]↷ gate[/]"}.get(decision, "[green]✓ gate[/]")
         self.console.print(
-            f"[yellow]✓ gate[/] {escape(str(data.get('gate_id')))}: {escape(str(data.get('decision')))}{reason} "
+            f"{mark} {escape(str(data.get('gate_id')))}: {escape(decision)}{reason} "
             f"[dim]by {escape(str(data.get('decided_by') or '?'))}[/]"
         )
 
@@ -102,16 +119,30 @@ class LiveView:
             self.console.print(f"[bold red]✘ tests failed[/]{escape(framework)}")
 
     def _turn_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        if self._open_gates:
+            return  # the agent was stopped for a park: the park says so
         self.console.print(f"[dim]turn finished: {escape(str(data.get('stop_reason')))}[/]")
 
     # The closing line is never cropped: the run id on it is what `baton logs` takes.
     def _task_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        stop = str(data.get("stop_reason"))
+        ended = "[bold yellow]■ cancelled[/]" if stop == "cancelled" else f"[bold green]■ finished[/] ({escape(stop)})"
         self.console.print(
-            f"[bold green]■ finished[/] ({escape(str(data.get('stop_reason')))}) · "
-            f"cost ${_money(data.get('total_cost_usd'))} · {_seconds(data.get('duration_ms'))} · "
+            f"{ended} · cost ${_money(data.get('total_cost_usd'))} · {self._took(data, event)} · "
             f"run {escape(event['run_id'])}",
             soft_wrap=True,
         )
+
+    def _took(self, data: dict[str, Any], event: dict[str, Any]) -> str:
+        """The run's wall time from its first event shown; the agent's own ``duration_ms`` when
+        the view started later (``baton resume`` shows only its execution)."""
+        if self._started_at and event.get("ts"):
+            try:
+                took = datetime.fromisoformat(str(event["ts"])) - datetime.fromisoformat(self._started_at)
+            except ValueError:
+                return _seconds(data.get("duration_ms"))
+            return _seconds(took.total_seconds() * 1000)
+        return _seconds(data.get("duration_ms"))
 
     def _task_failed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         self.console.print(
@@ -121,8 +152,9 @@ class LiveView:
         )
 
 
-def _diff_of(raw: dict[str, Any]) -> str:
-    """The diff of an edit: Claude's structured patch, or the ``diff`` content of the update."""
+def _diff_of(raw: dict[str, Any], data: dict[str, Any]) -> str:
+    """The diff of an edit: Claude's structured patch in the completing update, else the call's
+    ACP diff the projection kept (``data["diff"]``)."""
     update = ((raw.get("params") or {}).get("update")) or {}
     output = update.get("rawOutput")
     lines: list[str] = []
@@ -135,12 +167,12 @@ def _diff_of(raw: dict[str, Any]) -> str:
                 lines += [str(line) for line in hunk.get("lines") or []]
         if lines:
             return "\n".join(lines)
-    for item in update.get("content") or []:
-        if isinstance(item, dict) and item.get("type") == "diff":
-            removed = str(item.get("oldText") or "").splitlines()
-            added = str(item.get("newText") or "").splitlines()
-            lines += [f"--- {item.get('path')}", f"+++ {item.get('path')}"]
-            lines += [f"-{line}" for line in removed] + [f"+{line}" for line in added]
+    diff = data.get("diff")
+    if isinstance(diff, dict):
+        path = data.get("path")
+        lines += [f"--- {path}", f"+++ {path}"]
+        lines += [f"-{line}" for line in str(diff.get("old_text") or "").splitlines()]
+        lines += [f"+{line}" for line in str(diff.get("new_text") or "").splitlines()]
     return "\n".join(lines)
 
 

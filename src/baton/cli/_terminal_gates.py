@@ -4,7 +4,8 @@ Every kind is asked, one gate at a time, and decided through the same :class:`~b
 operations as ``baton approve|deny|answer|review-plan|continue`` (``decided_by: "terminal"``):
 
 - ``tool``: the command (or the diff), then ``y`` approve, ``n`` deny, ``e`` edit (a new command,
-  or the input as one line of JSON) then approve, ``a`` approve and remember the suggested rule;
+  or the input as one line of JSON) then approve, ``a`` (always) approve and allow the suggested
+  rule for the rest of this run (offered when there is one);
 - ``question``: each question with its numbered options; the answer is the option number(s)
   (several, separated by commas or spaces, for a multi-select question) or, where the question
   allows it, the user's own text;
@@ -16,7 +17,9 @@ operations as ``baton approve|deny|answer|review-plan|continue`` (``decided_by: 
 
 A refusal (``answer_invalid``, a gate decided elsewhere meanwhile) is printed; a refused answer
 or plan edit is asked again, anything else ends the question for that gate. A decision made
-elsewhere that the run takes (``gate.resolved``) ends the question at once.
+elsewhere that the run takes (``gate.resolved``) ends the question at once. A line printed while
+a question waits (:meth:`TerminalGates.notice`: the run parks) goes above it, and the question
+is asked again below.
 """
 
 from __future__ import annotations
@@ -56,11 +59,21 @@ class TerminalGates:
         self._console = console
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._terminal = asyncio.Lock()  # one gate at a time on the terminal
+        self._prompting: str | None = None  # the question waiting for a line, if any
 
     def ask(self, gate_id: str) -> None:
         task = self._tasks.get(gate_id)
         if task is None or task.done():
             self._tasks[gate_id] = asyncio.create_task(self._ask(gate_id), name=f"baton-ask-{gate_id}")
+
+    def notice(self, markup: str) -> None:
+        """Print a line; while a question waits for its answer, above it, the question again below."""
+        if self._prompting is None:
+            self._console.print(markup)
+            return
+        self._console.print()
+        self._console.print(markup)
+        self._console.print(self._prompting, end="")
 
     def resolved(self, gate_id: str, decided_by: object) -> None:
         """The run took a decision for ``gate_id``: one made elsewhere ends the question here (its
@@ -128,12 +141,15 @@ class TerminalGates:
     # -- tool ------------------------------------------------------------------------------
 
     async def _tool(self, gate: Gate) -> GateRecord | None:
+        from baton.gates.ledger import suggested_rule
+
         record = gate.record
-        keys = "\\[y]es / \\[n]o / \\[e]dit / \\[a]lways for this session"
+        always = suggested_rule(record) is not None
+        keys = "\\[y]es / \\[n]o / \\[e]dit" + (" / \\[a]lways" if always else "")
         line = (await self._prompt(f"[bold]approve?[/] {keys}: ")).lower()
         if line in ("y", "yes"):
             return await gate.approve()
-        if line in ("a", "always"):
+        if always and line in ("a", "always"):
             return await gate.approve(remember="session")
         if line in ("n", "no"):
             return await gate.deny(reason="denied at the terminal")
@@ -161,7 +177,7 @@ class TerminalGates:
             self._console.print(f"  {escape(json.dumps(data, ensure_ascii=False))}")
         suggested = suggested_rule(gate)
         if suggested:
-            self._console.print(f"  [dim]a = allow {escape(suggested)} for the rest of this run[/]")
+            self._console.print(f"  [dim]a (always) = allow {escape(suggested)} for the rest of this run[/]")
 
     async def _edit_input(self, gate: GateRecord) -> dict[str, Any] | None:
         data = dict(gate.input or {})
@@ -266,7 +282,11 @@ class TerminalGates:
 
     async def _prompt(self, text: str) -> str:
         self._console.print(text, end="")
-        return (await _read_line()).strip()
+        self._prompting = text
+        try:
+            return (await _read_line()).strip()
+        finally:
+            self._prompting = None
 
 
 def parse_selection(line: str, options: list[str], *, multi: bool, free: bool) -> list[str]:

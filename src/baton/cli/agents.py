@@ -1,4 +1,9 @@
-"""``baton agents [--json]``: the agents baton knows, whether they are installed, their modes."""
+"""``baton agents [NAME] [--json]``: the agents baton knows, whether they are installed, their modes.
+
+Without a name, one line per agent (installed, version, the baton modes it can be held to);
+``baton agents NAME`` shows one agent's native settings: what reaches baton's Gatekeeper under
+each, what the agent does without asking, and the test that proves it. Both fit 80 columns.
+"""
 
 from __future__ import annotations
 
@@ -8,40 +13,88 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+from rich.text import Text
 
 from baton.cli._app import app
+from baton.cli._errors import report_error
+from baton.errors import BatonError
 
 __all__ = ["agents_command"]
 
 
 @app.command("agents")
 def agents_command(
+    name: Annotated[str | None, typer.Argument(help="One agent: its native settings in full.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One JSON array of agent objects.")] = False,
 ) -> None:
-    """List the agents baton can run, with their native permission settings (the mode matrix)."""
-    from baton.agents.registry import AGENTS
+    """List the agents baton can run and the modes each can be held to (NAME: its mode matrix)."""
+    from baton.agents.registry import AGENTS, get_agent
 
-    described: list[dict[str, Any]] = [entry.describe() for entry in AGENTS.values()]
+    try:
+        entries = [get_agent(name)] if name is not None else list(AGENTS.values())
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    described: list[dict[str, Any]] = [entry.describe() for entry in entries]
     if json_output:
         sys.stdout.write(json.dumps(described, indent=1) + "\n")
         return
-    table = Table("agent", "installed", "version", "native setting", "reaches the Gatekeeper", "runs unasked")
-    modes = Table("agent", "baton mode", "native setting")
-    for agent in described:
-        for mode, native in agent["modes"].items():
-            modes.add_row(agent["name"], mode, native or "not enforceable")
-    for agent in described:
-        for index, mode in enumerate(agent["native_settings"]):
-            first = index == 0
-            table.add_row(
-                agent["name"] if first else "",
-                ("yes" if agent["installed"] else "no (make setup)") if first else "",
-                str(agent["version"] or "-") if first else "",
-                f"{mode['native']}: {mode['setting']}",
-                mode["reaches_gatekeeper"],
-                "; ".join(mode["unasked"]) or "nothing",
-            )
     console = Console(highlight=False)
-    console.print(table)
-    console.print(modes)
+    if name is None:
+        _overview(console, described)
+    else:
+        _details(console, described[0])
+
+
+def _overview(console: Console, agents: list[dict[str, Any]]) -> None:
+    rows = [("agent", "installed", "version", "modes it can be held to")]
+    rows += [(a["name"], _installed(a), _version(a), _modes(a["modes"])) for a in agents]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for number, row in enumerate(rows):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3]
+        console.print(f"[bold]{escape(line)}[/]" if number == 0 else escape(line), soft_wrap=True)
+    console.print("\n[dim]Modes with no rules. baton agents NAME: what it does unasked, and the evidence.[/]")
+
+
+def _details(console: Console, agent: dict[str, Any]) -> None:
+    console.print(f"[bold]{escape(agent['name'])}[/] · {_installed(agent)} · {escape(str(agent['version'] or '-'))}")
+    if agent["package"]:
+        _indented(console, f"package {agent['package']}", 2)
+    for mode, native in agent["modes"].items():
+        console.print(f"  mode {mode}: {escape(native) if native else '[red]not enforceable[/]'}")
+    for setting in agent["native_settings"]:
+        console.print(f"\n[bold]native setting {escape(setting['native'])}[/]")
+        _indented(console, setting["setting"], 4)
+        console.print("  [dim]reaches the Gatekeeper[/]")
+        _indented(console, setting["reaches_gatekeeper"], 4)
+        console.print("  [dim]does without asking[/]")
+        for probe in setting["unasked"]:
+            _indented(console, probe, 6, bullet="- ")
+        if not setting["unasked"]:
+            console.print("    nothing")
+        console.print("  [dim]evidence[/]")
+        _indented(console, setting["evidence"], 4)
+
+
+def _indented(console: Console, text: str, indent: int, bullet: str = "") -> None:
+    """``text`` wrapped with a hanging indent (``bullet`` hangs to its left)."""
+    lines = Text(text, overflow="fold").wrap(console, max(20, console.width - indent))
+    for number, line in enumerate(lines):
+        lead = (bullet if number == 0 else "").rjust(len(bullet))
+        line.rstrip()
+        console.print(Text(" " * (indent - len(bullet)) + lead) + line, soft_wrap=True)
+
+
+def _installed(agent: dict[str, Any]) -> str:
+    return "installed" if agent["installed"] else "not installed (make setup)"
+
+
+def _version(agent: dict[str, Any]) -> str:
+    return str(agent["version"] or "-") if agent["package"] else "bundled"
+
+
+def _modes(modes: dict[str, str | None]) -> str:
+    held = [mode for mode, native in modes.items() if native]
+    if len(held) == len(modes):
+        return "all"
+    return ", ".join(held) if held else "none"

@@ -1,10 +1,12 @@
-"""``baton logs RUN``: a run's log entries (``--view acp``) or runner events (``--view events``)."""
+"""``baton logs RUN``: a run's log entries (``--view acp``) or runner events (``--view events``);
+``--pretty`` prints the events as ``baton run`` showed them live (the same renderer)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,20 +30,39 @@ def logs_command(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing what is committed until the run ends.")
     ] = False,
+    pretty: Annotated[
+        bool, typer.Option("--pretty", help="The events as the live view of `baton run` showed them.")
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Errors as JSON on stderr too.")] = False,
 ) -> None:
-    """Print a run's log entries or runner events, one JSON object per line."""
+    """Print a run's log entries or runner events, one JSON object per line (or --pretty)."""
     try:
         if view not in ("acp", "events"):
             raise UsageError("invalid_argument", f"--view must be acp or events, not {view!r}")
+        if pretty and view != "events":
+            raise UsageError("invalid_argument", "--pretty shows runner events: leave out --view acp")
+        write = _pretty_writer() if pretty else _json_line
         if follow:
-            asyncio.run(_follow(run_id, view, after))
+            asyncio.run(_follow(run_id, view, after, write))
             return
         records = asyncio.run(_read(run_id, view, after))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
     for record in records:
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        write(record)
+
+
+def _json_line(record: Any) -> None:
+    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _pretty_writer() -> Callable[[Any], None]:
+    from rich.console import Console
+
+    from baton.cli._render import LiveView
+
+    view = LiveView(Console(highlight=False))
+    return lambda event: view.show(dict(event))
 
 
 async def _read(run_id: str, view: str, after: int) -> list[Any]:
@@ -59,7 +80,7 @@ async def _read(run_id: str, view: str, after: int) -> list[Any]:
         return [event for event in project(entries) if event["seq"] > after]
 
 
-async def _follow(run_id: str, view: str, after: int) -> None:
+async def _follow(run_id: str, view: str, after: int, write: Callable[[Any], None]) -> None:
     """Print each record as soon as it is committed, from whichever process executes the run."""
     from baton.events.project import Projector
     from baton.runs.tail import follow_entries
@@ -75,7 +96,7 @@ async def _follow(run_id: str, view: str, after: int) -> None:
         async for entry in follow_entries(store, log, run_id, start):
             records: list[Any] = [entry] if view == "acp" else [e for e in projector.feed(entry) if e["seq"] > after]
             for record in records:
-                sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+                write(record)
             if records:
                 sys.stdout.flush()
 

@@ -3,7 +3,9 @@
 Calls are tracked by ``toolCallId``, so updates may come in any order and may fill in what the
 proposal left out (some agents send the input, title or locations only in a later update).
 File events are emitted when a call completes successfully; ``command.started`` as soon as the
-command is known, ``command.finished`` (and ``test.result``) when the call ends.
+command is known, ``command.finished`` (and ``test.result``) when the call ends. A permission
+request's ``toolCall`` adds its diffs to the call (OpenCode shows a write's diff
+only there).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ _PATH_KEYS = ("file_path", "path", "notebook_path", "filepath")  # where an edit
 
 class _Call:
     __slots__ = (
+        "change",
         "changes",
         "command",
         "denied",
+        "diffs",
         "done",
         "edited",
         "kind",
@@ -48,6 +52,8 @@ class _Call:
         self.raw_input: dict[str, Any] | None = None
         self.paths: list[str] = []
         self.changes: dict[str, str] = {}
+        self.diffs: dict[str, dict[str, Any]] = {}
+        self.change: str | None = None  # _meta.baton.change: what the agent's result says
         self.denied = False
         self.started = False
         self.done = False
@@ -122,6 +128,23 @@ class ToolCalls:
             return [("command.started", self._started(call, tool_call_id))]
         return []
 
+    def on_request(self, tool_call: dict[str, Any]) -> None:
+        """The ``toolCall`` of a permission request: its diffs and locations join the call."""
+        call_id = tool_call.get("toolCallId")
+        if not isinstance(call_id, str):
+            return
+        call = self._calls.get(call_id)
+        if call is None:
+            call = self._calls[call_id] = _Call()
+            if call_id in self._denied:
+                self._denied.discard(call_id)
+                call.denied = True
+        elif call.done:
+            return
+        for item in tool_call.get("content") or ():
+            if isinstance(item, dict) and item.get("type") == "diff":
+                self._note_diff(call, item, terminal=False)
+
     def on_update(self, update: dict[str, Any]) -> Produced:
         """A ``tool_call`` or ``tool_call_update``."""
         call_id = update.get("toolCallId")
@@ -176,6 +199,9 @@ class ToolCalls:
                 tool = baton.get("tool_name")
                 if isinstance(tool, str) and tool:
                     call.tool = tool
+                change = baton.get("change")
+                if change in _DIFF_KINDS:
+                    call.change = change
                 command = baton.get("command")
                 if command and call.command is None:
                     call.command = command_string(command)
@@ -197,6 +223,11 @@ class ToolCalls:
             call.changes[path] = declared
         else:
             call.changes[path] = "add" if item.get("oldText") is None else "modify"
+        old, new = item.get("oldText"), item.get("newText")
+        call.diffs[path] = {
+            "old_text": truncate_output(old)[0] if isinstance(old, str) else None,
+            "new_text": truncate_output(new)[0] if isinstance(new, str) else "",
+        }
         if path not in call.paths:
             call.paths.append(path)
 
@@ -227,11 +258,16 @@ class ToolCalls:
         elif kind in _CHANGES:
             for path in call.paths:
                 data = self._paths(path)
-                data["change"] = kind if kind != "edit" else call.changes.get(path, "unknown")
+                if kind != "edit":
+                    data["change"] = kind
+                else:
+                    data["change"] = call.change or call.changes.get(path, "unknown")
                 data["tool"] = self._tool(call)
                 data["tool_call_id"] = call_id
                 if call.edited is not None:
                     data.update(call.edited.input_fields())
+                if path in call.diffs:
+                    data["diff"] = call.diffs[path]
                 out.append(("file.changed", data))
 
     def _command_finished(self, call: _Call, call_id: str, update: dict[str, Any], out: Produced) -> None:

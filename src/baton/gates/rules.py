@@ -37,6 +37,8 @@ _WRITE_FAMILY = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _PATH_TOOLS = _READ_FAMILY | _WRITE_FAMILY
 _PATH_GROUPS = frozenset({"read", "search", "write"})
 _AGENT_TOOLS = frozenset({"Task", "Agent"})
+# The tools that take a specifier, by their lower-case name (a suggestion for `bash(ls)`).
+_SPECIFIED_TOOLS = {tool.lower(): tool for tool in ("Bash", "WebFetch", *_PATH_TOOLS, *_AGENT_TOOLS)}
 _HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*\s+")
 _WRAPPERS = ("env ", "command ", "builtin ", "exec ", "nohup ", "time ")
@@ -161,6 +163,9 @@ def parse_rule(text: str, *, source: str = "run") -> Rule:
         return Rule(written, tool, "domain", _domain_spec(spec), source)
     if tool in _AGENT_TOOLS:
         return Rule(written, tool, "subagent", spec.strip(), source)
+    known = _SPECIFIED_TOOLS.get(tool.lower())
+    if known is not None:  # `bash(ls)`: tool names are case-sensitive
+        raise RuleSyntaxError(f"tool names are case-sensitive: did you mean {known}({spec})?")
     raise RuleSyntaxError(f"{tool} takes no specifier; write a bare {tool}")
 
 

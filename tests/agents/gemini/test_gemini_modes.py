@@ -52,6 +52,7 @@ def test_a_policy_that_asks_for_bash_is_not_enforceable(tmp_path: Path) -> None:
         with pytest.raises(RefusedError) as refused:
             choose_setting(GEMINI, Gatekeeper(Policy.build(mode), tmp_path))
         assert refused.value.code == "mode_not_enforceable"
-        assert "`echo hi`" in refused.value.message
+        assert "`echo hi`" in " ".join(refused.value.details["reasons"])
+        assert "--allow Bash would be enforceable" in refused.value.message
     accept = Gatekeeper(Policy.build("acceptEdits", allow=["Bash"]), tmp_path)
     assert choose_setting(GEMINI, accept).name == "ask-all"

@@ -56,3 +56,6 @@ async def test_write_and_run_gives_the_same_event_types_as_claude(
         ("allow", "rule:Bash", "Bash"),
     ]
     assert (tmp_path / "opencode" / "repo" / "hello.txt").read_text() == "hello from baton\n"
+    [changed] = [event["data"] for event in opencode.events if event["type"] == "file.changed"]
+    assert (changed["path"], changed["change"], changed["tool"]) == ("hello.txt", "add", "Write")
+    assert changed["diff"]["new_text"] == "hello from baton\n"
