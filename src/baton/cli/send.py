@@ -18,8 +18,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
-from baton.runs.inbox import post_command
-from baton.store import Store
+from baton.runs.queries import Runs
 
 __all__ = ["cancel_command", "close_command", "send_command"]
 
@@ -67,7 +66,5 @@ def _post(run_id: str, kind: str, payload: dict[str, Any], json_output: bool) ->
 
 
 async def _put(settings: Settings, run_id: str, kind: str, payload: dict[str, Any]) -> int:
-    settings.home.mkdir(parents=True, exist_ok=True)
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
-        return await post_command(store, run_id, kind, payload)
+    async with Runs(settings) as runs:
+        return await runs.post_command(run_id, kind, payload)

@@ -30,10 +30,11 @@ from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
-from baton.runs.executors import effective_status, executor_alive, this_executor_id
+from baton.runs.executors import executor_alive, this_executor_id
 from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
+from baton.runs.queries import Runs
 from baton.runs.resume import (
     ResumePlan,
     check_resumable,
@@ -42,7 +43,7 @@ from baton.runs.resume import (
     resume_spec,
     run_keeping_conversation,
 )
-from baton.runs.spec import RunOutcome, RunSpec, run_request, spec_of_request
+from baton.runs.spec import RunOutcome, RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
@@ -139,6 +140,7 @@ class Baton:
         self._durable: DurableRuntime | None = None  # DBOS, launched when this Baton first executes a run
         self._store: Store | None = None
         self._log: SessionLog | None = None
+        self._queries: Runs | None = None
         self.redactor = Redactor()
         self._runs: dict[str, RunHandle] = {}
         self._closed = False
@@ -150,6 +152,7 @@ class Baton:
         self._store = Store.open(self.settings.resolved_database_url)
         self._log = SessionLog(self._store, self.redactor)
         await self._log.__aenter__()
+        self._queries = Runs.over(self._store, self._log, self.settings)
         return self
 
     async def __aexit__(
@@ -188,6 +191,13 @@ class Baton:
             raise RuntimeError("use `async with Baton(...)` first")
         return self._log
 
+    @property
+    def queries(self) -> Runs:
+        """Runs, logs, snapshots, gates and commands as every face reads them (:mod:`baton.runs.queries`)."""
+        if self._queries is None:
+            raise RuntimeError("use `async with Baton(...)` first")
+        return self._queries
+
     async def start(self, spec: RunSpec, *, ask_human: AskHuman | None = None) -> RunHandle:
         """Check the request, record the run, and start executing it in this process.
 
@@ -223,9 +233,7 @@ class Baton:
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
         the budget, a busy workspace (early; the store's claim decides a race)."""
-        repo = Path(spec.repo)
-        if not repo.is_dir():
-            raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
+        repo = require_repo(spec.repo)
         entry = agent_entry(spec)
         await check_workspace_free(self.store, repo.resolve(), except_run=except_run)
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
@@ -519,14 +527,7 @@ class Baton:
 
     async def runs(self, status: str | None = None) -> list[RunRecord]:
         """Runs oldest first; a ``running`` run whose executor is dead is ``interrupted``."""
-        records = []
-        for record in await self.store.list_runs():
-            effective = effective_status(record.status, record.executor_id, record.heartbeat_at)
-            if effective != record.status:
-                record = replace(record, status=effective, status_reason="executor_dead")
-            if status is None or record.status == status:
-                records.append(record)
-        return records
+        return await self.queries.list_runs(status)
 
     # Gates (docs/gates.md): the same decisions as the CLI and the HTTP API, from any process.
 
