@@ -31,7 +31,7 @@ from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import executor_alive, this_executor_id
-from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
+from baton.runs.handoff import ExportResult, ImportResult, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
 from baton.runs.queries import Runs
@@ -551,12 +551,12 @@ class Baton:
         """Write the run (log, events, snapshots and their archives, agent home) to one file;
         refused with ``run_active`` while it executes."""
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
-        return await export_run(self.store, self.settings, run_id, Path(path), executing=executing)
+        return await self.queries.export_run(run_id, Path(path), executing=executing)
 
     async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
         """Recreate an exported run here (same id; ``run_exists`` if this home has it), its latest
         snapshot restored into ``repo`` (default: the run's recorded repository), ready to resume."""
-        return await import_run(self.store, self.settings, Path(path), repo=repo, force=force)
+        return await self.queries.import_run(Path(path), repo=repo, force=force)
 
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 

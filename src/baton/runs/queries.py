@@ -17,9 +17,10 @@ Two ways to get one:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Collection, Mapping
 from contextlib import aclosing, suppress
 from dataclasses import replace
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,6 +33,7 @@ from baton.store.records import GateRecord, RunRecord, TaskRecord, Transition
 
 if TYPE_CHECKING:
     from baton.events.project import RunnerEvent
+    from baton.runs.handoff import ExportResult, ImportResult
     from baton.store import SessionLog, Store
 
 __all__ = ["POLL_SECONDS", "Runs", "effective_record", "is_final_status"]
@@ -249,8 +251,6 @@ class Runs:
         )
 
     def _shadow(self, record: RunRecord) -> Any:
-        from pathlib import Path
-
         from baton.snapshots import shadow_for
 
         return shadow_for(self.settings.run_dir(record.id), Path(record.repo or record.cwd or "."))
@@ -275,6 +275,20 @@ class Runs:
     async def gate(self, gate_id: str) -> GateRecord:
         """One gate, or ``gate_not_found``."""
         return await self._read.get_gate(gate_id)
+
+    # Hand-off to another BATON_HOME (docs/handoff.md).
+
+    async def export_run(self, run_id: str, out: Path, *, executing: Collection[str] = ()) -> ExportResult:
+        """Write the run to one file; ``run_active`` while it executes (``executing``: runs executing here)."""
+        from baton.runs.handoff import export_run
+
+        return await export_run(await self._writable(), self.settings, run_id, out, executing=executing)
+
+    async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
+        """Recreate an exported run here, its latest snapshot restored into ``repo`` (docs/handoff.md)."""
+        from baton.runs.handoff import import_run
+
+        return await import_run(await self._writable(), self.settings, path, repo=repo, force=force)
 
     # Commands.
 
