@@ -64,7 +64,7 @@ def run_table(listed: list[tuple[RunRecord, str | None]], width: int) -> str:
             break
         columns.append((header, align))
         widths.append(needed)
-    room = max(_MIN_PROMPT, width - sum(widths) - len(_GAP) * len(widths))
+    room = max(10, width - sum(widths) - len(_GAP) * len(widths))
     lines = [_line([header for header, _ in columns], columns, widths) + _GAP + "PROMPT"]
     for row in rows:
         lines.append(_line([row[header] for header, _ in columns], columns, widths) + _GAP + _cut(row["PROMPT"], room))
