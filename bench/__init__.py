@@ -26,6 +26,7 @@ MODULES: dict[str, str] = {
     "resume": "bench.resume",
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",
+    "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
     "workflows": "bench.workflows",
 }
