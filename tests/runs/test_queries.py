@@ -119,6 +119,23 @@ def test_the_sqlite_read_path_answers_as_the_store_does(tmp_path: Path) -> None:
     assert [gate.kind for gate in lightly["gates"]] == ["tool", "question"] and lightly["bob"] == lightly["of_run"]
 
 
+def test_reading_a_sqlite_store_imports_no_sqlalchemy(tmp_path: Path) -> None:
+    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    ids = asyncio.run(_fill(settings))
+    probe = (
+        "import asyncio, sys\n"
+        "from baton import Runs, Settings\n"
+        "async def read():\n"
+        f"    async with Runs(Settings.load({{'BATON_HOME': {str(settings.home)!r}}})) as runs:\n"
+        f"        return len(await runs.list_runs()), len(await runs.read_log({ids['first']!r})), "
+        "len(await runs.gates())\n"
+        "print(asyncio.run(read()), 'sqlalchemy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 3, 2) False"
+
+
 def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> None:
     settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
     asyncio.run(_fill(settings))
