@@ -22,8 +22,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-from baton.runs.queries import Runs
-from baton.store.records import GATE_STATUSES, GateRecord
+from baton.runs.queries import GATE_STATUSES, GateRecord, Runs
 
 if TYPE_CHECKING:  # the ledger pulls in SQLAlchemy: imported by the commands that decide
     from baton.gates.handles import Gate

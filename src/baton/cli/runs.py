@@ -14,8 +14,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-from baton.runs.queries import Runs
-from baton.store.records import RUN_STATUSES, RunRecord
+from baton.runs.queries import RUN_STATUSES, RunRecord, Runs
 
 __all__ = ["runs_command"]
 

@@ -29,14 +29,25 @@ from baton.errors import NotFoundError
 from baton.events.entry import LogEntry, utc_timestamp
 from baton.runs.executors import effective_status
 from baton.store.reads import RunReads, SqliteReads
-from baton.store.records import GateRecord, RunRecord, TaskRecord, Transition
+from baton.store.records import GATE_STATUSES, RUN_STATUSES, GateRecord, RunRecord, TaskRecord, Transition
 
 if TYPE_CHECKING:
     from baton.events.project import RunnerEvent
     from baton.runs.handoff import ExportResult, ImportResult
     from baton.store import SessionLog, Store
 
-__all__ = ["POLL_SECONDS", "Runs", "effective_record", "is_final_status"]
+__all__ = [
+    "GATE_STATUSES",
+    "POLL_SECONDS",
+    "RUN_STATUSES",
+    "GateRecord",
+    "RunRecord",
+    "Runs",
+    "TaskRecord",
+    "Transition",
+    "effective_record",
+    "is_final_status",
+]
 
 POLL_SECONDS: Final = 0.1  # following a run executed by another process: how often the store is read
 _PROMPT_ENTRIES: Final = 5  # a run's ``_baton/run_started`` is among its first log entries

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 import baton
 from baton.config import Settings
 from baton.errors import NotFoundError
+from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.app import authenticator_for, http_telemetry
 from baton.server.auth import Principal
@@ -49,7 +50,6 @@ from baton.server.routes.health import database_reachable
 from baton.server.routing import DirectRoute, add_routers
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
-from baton.store.records import RunRecord
 
 if TYPE_CHECKING:
     from baton.runs import Baton, RunHandle

@@ -11,11 +11,11 @@ from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
 
 from baton.errors import NotFoundError, RefusedError, UsageError
+from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.config import ServerConfig
 from baton.server.models import ErrorResponse
 from baton.server.state import server_state
-from baton.store.records import RunRecord
 
 __all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "visible_run", "with_scope"]
 

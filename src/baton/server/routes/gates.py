@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from baton.errors import NotFoundError, UsageError
 from baton.gates.ledger import GateKind, GateLedger, GateRecord
 from baton.runs.parking import wake_local
+from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.models import (
     AnswerRequest,
@@ -34,7 +35,6 @@ from baton.server.models import (
 from baton.server.routes._access import AUTH_RESPONSES, visible_run, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.store.records import RunRecord
 
 __all__ = ["router"]
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
@@ -15,7 +16,6 @@ from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repos
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.store.records import RunRecord
 
 __all__ = ["router"]
 

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from baton.errors import NotFoundError
+from baton.runs.queries import TaskRecord
 from baton.server.auth import Principal
 from baton.server.models import CreateTaskRequest, ErrorResponse, Task
 from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import ServerState, server_state
-from baton.store.records import TaskRecord
 
 __all__ = ["router", "visible_task"]
 
