@@ -27,6 +27,7 @@ MODULES: dict[str, str] = {
     "sandbox_proxy": "bench.sandbox_proxy",
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",
+    "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
     "workflows": "bench.workflows",
 }

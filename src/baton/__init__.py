@@ -1,7 +1,33 @@
-"""baton: run AI coding agents on tasks in git repositories, observable, controllable, durable."""
+"""baton: run AI coding agents on tasks in git repositories, observable, controllable, durable.
 
+The public surface: ``from baton import Baton, RunSpec, Settings, BatonError`` (and ``Runs``,
+the light queries). ``Baton`` and ``Runs`` are imported on first use: ``Baton`` pulls in the
+agents' SDKs (seconds), and importing ``baton`` alone stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from baton.config import Settings
 from baton.errors import BatonError
 
-__all__ = ["BatonError", "__version__"]
+if TYPE_CHECKING:
+    from baton.runs.api import Baton
+    from baton.runs.queries import Runs
+    from baton.runs.spec import RunSpec
+
+__all__ = ["Baton", "BatonError", "RunSpec", "Runs", "Settings", "__version__"]
 
 __version__ = "0.1.0"
+
+_LAZY = {"Baton": "baton.runs.api", "RunSpec": "baton.runs.spec", "Runs": "baton.runs.queries"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'baton' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,13 +1,25 @@
 """The CLI starts without the heavy libraries: every command pays for what it imports at start
 (tests spawn hundreds of ``baton`` processes, users wait on each), so ACP, the agent SDK, the
-server, DBOS and Alembic are imported by the commands that use them, not by ``baton.cli``."""
+server, DBOS, Alembic, SQLAlchemy (the read commands read SQLite with ``sqlite3``) and YAML are
+imported by the commands that use them, not by ``baton.cli``."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-HEAVY = ("acp", "alembic", "claude_agent_sdk", "dbos", "fastapi", "httpx", "opentelemetry", "uvicorn")
+HEAVY = (
+    "acp",
+    "alembic",
+    "claude_agent_sdk",
+    "dbos",
+    "fastapi",
+    "httpx",
+    "opentelemetry",
+    "sqlalchemy",
+    "uvicorn",
+    "yaml",
+)
 
 
 def test_importing_the_cli_imports_none_of_the_heavy_libraries() -> None:

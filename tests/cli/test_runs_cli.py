@@ -94,11 +94,58 @@ def test_runs_json_gives_design_run_objects_with_dead_executors_as_interrupted(
     only = invoke_in_process(monkeypatch, home, "runs", "--status", "interrupted", "--json")
     assert [run["id"] for run in json.loads(only.stdout)] == [runs["dead"]]
 
-    table = invoke_in_process(monkeypatch, home, "runs").stdout.splitlines()
-    assert table[0].split() == ["ID", "STATUS", "AGENT", "CREATED", "COST", "REPO"]
-    rows = {line.split()[0]: line.split() for line in table[1:]}
-    assert rows[runs["finished"]][1:3] == ["finished", "claude"] and rows[runs["finished"]][4] == "$0.2500"
-    assert rows[runs["dead"]][1] == "interrupted" and rows[runs["dead"]][4] == "-"
+    wide = invoke_in_process(monkeypatch, home, "runs", env={"COLUMNS": "200"}).stdout.splitlines()
+    assert wide[0].split() == ["ID", "STATUS", "AGENT", "CREATED", "COST", "REPO", "PROMPT"]
+    rows = {line.split()[0]: line.split() for line in wide[1:]}  # CREATED is a date and a time
+    assert rows[runs["finished"]][1:3] == ["finished", "claude"] and rows[runs["finished"]][5:] == [
+        "$0.2500",
+        str(repo),
+        "-",
+    ]
+    assert rows[runs["dead"]][1] == "interrupted" and rows[runs["dead"]][5:] == ["-", str(repo), "go"]
+
+
+AGENTS = ("claude", "codex", "gemini", "opencode", "claude-acp", "command")
+
+
+async def make_runs_of_every_agent(home: Path, repo: Path) -> list[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    settings = Settings.load({"BATON_HOME": str(home)})
+    async with Store.open(settings.resolved_database_url) as store:
+        task = await store.create_task("the task's own long prompt", title="Fix the flaky test", repo=str(repo))
+        ids = []
+        for number, agent in enumerate(AGENTS):
+            prompt = f"Task {number}: make the failing test pass,\nthen explain what was wrong " + "at length " * 10
+            record = await store.create_run(
+                agent=agent,
+                repo=str(repo),
+                cwd=str(repo),
+                task_id=task.id if agent == "gemini" else None,
+                request={"prompt": prompt},
+            )
+            ids.append(record.id)
+        await store.update_run(ids[1], status="running", status_reason="started")  # no executor: interrupted
+        return ids
+
+
+def test_runs_shows_each_prompt_aligned_for_every_agent_within_80_columns(
+    monkeypatch: pytest.MonkeyPatch, home: Path, repo: Path
+) -> None:
+    ids = asyncio.run(make_runs_of_every_agent(home, repo))
+    table = invoke_in_process(monkeypatch, home, "runs", env={"COLUMNS": "80"}).stdout.splitlines()
+    assert table[0].split() == ["ID", "STATUS", "AGENT", "PROMPT"]
+    assert all(len(line) <= 80 for line in table), table
+    starts = [table[0].index(header) for header in ("STATUS", "AGENT", "PROMPT")]
+    for line, run_id, agent in zip(table[1:], ids, AGENTS, strict=True):
+        fields = line.split()
+        assert fields[0] == run_id and fields[2] == agent
+        assert [line.index(" " + field, len(run_id)) + 1 for field in fields[1:4]] == starts, (line, table[0])
+    by_agent = dict(zip(AGENTS, (line[starts[2] :] for line in table[1:]), strict=True))
+    assert by_agent["gemini"] == "Fix the flaky test"  # a run of a task shows the task's title
+    assert by_agent["claude"].startswith("Task 0: make the") and by_agent["claude"].endswith("…")
+    wide = invoke_in_process(monkeypatch, home, "runs", env={"COLUMNS": "300"}).stdout.splitlines()
+    assert "Task 0: make the failing test pass, then explain what was wrong at length at length" in wide[1]
+    assert table[2].split()[1] == "interrupted"
 
 
 def test_runs_refuses_an_unknown_status(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import typer
 
 from baton.errors import UsageError
-from baton.runs.spec import RunSpec
+from baton.runs.spec import RunSpec, require_repo
 
 __all__ = [
     "AgentOption",
@@ -64,6 +64,7 @@ def build_spec(
     owner: str | None = None,
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
+    require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
     agent_command: tuple[str, ...] = ()
     if agent_cmd is not None:
         from baton.agents.command import COMMAND_AGENT

@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,9 +22,11 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-from baton.gates.handles import Gate, answers_from_selections, local_user
-from baton.gates.ledger import GATE_STATUSES, GateKind, GateLedger, GateRecord
-from baton.store import Store
+from baton.runs.queries import GATE_STATUSES, GateRecord, Runs
+
+if TYPE_CHECKING:  # the ledger pulls in SQLAlchemy: imported by the commands that decide
+    from baton.gates.handles import Gate
+    from baton.gates.ledger import GateKind, GateLedger
 
 __all__ = [
     "answer_command",
@@ -37,7 +39,7 @@ __all__ = [
 
 _JSON = typer.Option("--json", help="Print the gate object; errors as JSON on stderr.")
 _GATE = typer.Argument(help="A gate id, or a run id with exactly one such gate pending.")
-Decision = Callable[[Gate], Awaitable[GateRecord]]
+Decision = Callable[["Gate"], Awaitable[GateRecord]]
 
 
 @app.command("gates")
@@ -50,7 +52,7 @@ def gates_command(
     try:
         if status is not None and status not in GATE_STATUSES:
             raise UsageError("invalid_argument", f"--status must be one of {', '.join(sorted(GATE_STATUSES))}")
-        gates = asyncio.run(_with_ledger(lambda ledger: _listed(ledger, run_id, status)))
+        gates = asyncio.run(_listed(run_id, status))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
     if json_output:
@@ -124,6 +126,8 @@ def answer_command(
     """Answer a question gate."""
 
     def decide(handle: Gate) -> Awaitable[GateRecord]:
+        from baton.gates.handles import answers_from_selections
+
         if answers is not None:
             if select or note:
                 raise UsageError("invalid_argument", "give --answers, or --select/--note, not both")
@@ -192,12 +196,14 @@ def _decide(gate_id: str, kind: GateKind | None, decide: Decision, json_output: 
         sys.stdout.write(f"remembered for this run: {decision['remember_rule']}\n")
 
 
-async def _listed(ledger: GateLedger, run_id: str | None, status: str | None) -> list[GateRecord]:
-    await ledger.expire_due(run_id)  # a gate past its deadline is shown as what it is: expired
-    return await ledger.list(run_id=run_id, status=status)
+async def _listed(run_id: str | None, status: str | None) -> list[GateRecord]:
+    async with Runs(Settings.load()) as runs:
+        return await runs.gates(run_id=run_id, status=status)  # expired first: a gate past its deadline
 
 
 async def _decided(ledger: GateLedger, gate_id: str, kind: GateKind | None, decide: Decision) -> GateRecord:
+    from baton.gates.handles import Gate, local_user
+
     if gate_id.startswith("run_"):
         record = await ledger.pending_one(gate_id, kind)
     else:
@@ -206,6 +212,9 @@ async def _decided(ledger: GateLedger, gate_id: str, kind: GateKind | None, deci
 
 
 async def _with_ledger(work: Callable[[GateLedger], Awaitable[Any]]) -> Any:
+    from baton.gates.ledger import GateLedger
+    from baton.store import Store
+
     settings = Settings.load()
     settings.home.mkdir(parents=True, exist_ok=True)
     store = await asyncio.to_thread(Store.open, settings.resolved_database_url)

@@ -14,6 +14,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
+from baton.runs.queries import Runs
 
 if TYPE_CHECKING:  # the hand-off pulls in snapshots, ACP and the store: imported when a command runs
     from baton.runs.handoff import ExportResult, ImportResult
@@ -74,19 +75,10 @@ def import_command(
 
 
 async def _export(settings: Settings, run_id: str, out: Path) -> ExportResult:
-    from baton.runs.handoff import export_run
-    from baton.store import Store
-
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
-        return await export_run(store, settings, run_id, out)
+    async with Runs(settings) as runs:
+        return await runs.export_run(run_id, out)
 
 
 async def _import(settings: Settings, file: Path, repo: Path | None, force: bool) -> ImportResult:
-    from baton.runs.handoff import import_run
-    from baton.store import Store
-
-    settings.home.mkdir(parents=True, exist_ok=True)
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
-        return await import_run(store, settings, file, repo=repo, force=force)
+    async with Runs(settings) as runs:
+        return await runs.import_run(file, repo=repo, force=force)

@@ -7,7 +7,8 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from contextlib import aclosing
+from typing import Annotated, Any
 
 import typer
 
@@ -15,9 +16,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, UsageError
-
-if TYPE_CHECKING:
-    from baton.store import Store
+from baton.runs.queries import Runs
 
 __all__ = ["logs_command"]
 
@@ -66,45 +65,26 @@ def _pretty_writer() -> Callable[[Any], None]:
 
 
 async def _read(run_id: str, view: str, after: int) -> list[Any]:
-    # The store and the log only, not ``baton.runs``: its agents' SDKs take ~2 s of CPU to import.
-    from baton.events.project import project
-    from baton.store import Redactor, SessionLog
-
-    store = await _open_store()
-    async with store:
-        await store.get_run(run_id)
-        log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
+    async with Runs(Settings.load()) as runs:
         if view == "acp":
-            return list(await log.read(run_id, after=after))
-        entries = await log.read(run_id)
-        return [event for event in project(entries) if event["seq"] > after]
+            return list(await runs.read_log(run_id, after=after))
+        return list(await runs.runner_events(run_id, after=after))
 
 
 async def _follow(run_id: str, view: str, after: int, write: Callable[[Any], None]) -> None:
     """Print each record as soon as it is committed, from whichever process executes the run."""
     from baton.events.project import Projector
-    from baton.runs.tail import follow_entries
-    from baton.store import Redactor, SessionLog
 
-    store = await _open_store()
-    async with store:
-        await store.get_run(run_id)
-        log = SessionLog(store, Redactor())  # never entered: it only reads what is committed
+    async with Runs(Settings.load()) as runs:
         projector = Projector(run_id)
         # Event seqs are a fold over the whole log: project from its start, print what follows.
         start = after if view == "acp" else 0
-        async for entry in follow_entries(store, log, run_id, start):
-            records: list[Any] = [entry] if view == "acp" else [e for e in projector.feed(entry) if e["seq"] > after]
-            for record in records:
-                write(record)
-            if records:
-                sys.stdout.flush()
-
-
-async def _open_store() -> Store:
-    """The configured store (the store and the log only, not ``baton.runs``: its SDKs are slow to import)."""
-    from baton.store import Store
-
-    settings = Settings.load()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    return await asyncio.to_thread(Store.open, settings.resolved_database_url)
+        async with aclosing(runs.follow_log(run_id, start)) as entries:
+            async for entry in entries:
+                records: list[Any] = (
+                    [entry] if view == "acp" else [e for e in projector.feed(entry) if e["seq"] > after]
+                )
+                for record in records:
+                    write(record)
+                if records:
+                    sys.stdout.flush()

@@ -11,7 +11,6 @@ import typer
 
 from baton.cli._app import app
 from baton.errors import BatonError
-from baton.testing import ScriptedModelServer, list_scenarios, load_scenario
 
 __all__ = ["model_server"]
 
@@ -25,6 +24,8 @@ def model_server(
     list_only: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
 ) -> None:
     """Serve a scripted model (Anthropic Messages API); prints the base URL on stdout."""
+    from baton.testing import ScriptedModelServer, list_scenarios, load_scenario  # YAML: only when serving
+
     if list_only:
         for name in list_scenarios():
             typer.echo(f"{name}\t{load_scenario(name).description}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,9 +18,10 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
-from baton.runs.cancelling import Cancelled, cancel_run
-from baton.runs.inbox import post_command
-from baton.store import Store
+from baton.runs.queries import Runs
+
+if TYPE_CHECKING:
+    from baton.runs.cancelling import Cancelled
 
 __all__ = ["cancel_command", "close_command", "send_command"]
 
@@ -77,15 +78,10 @@ def _post(run_id: str, kind: str, payload: dict[str, Any], json_output: bool) ->
 
 
 async def _put(settings: Settings, run_id: str, kind: str, payload: dict[str, Any]) -> int:
-    async with await _store(settings) as store:
-        return await post_command(store, run_id, kind, payload)
+    async with Runs(settings) as runs:
+        return await runs.post_command(run_id, kind, payload)
 
 
 async def _cancel(settings: Settings, run_id: str, reason: str | None) -> Cancelled:
-    async with await _store(settings) as store:
-        return await cancel_run(store, run_id, reason)
-
-
-async def _store(settings: Settings) -> Store:
-    settings.home.mkdir(parents=True, exist_ok=True)
-    return await asyncio.to_thread(Store.open, settings.resolved_database_url)
+    async with Runs(settings) as runs:
+        return await runs.cancel(run_id, reason)

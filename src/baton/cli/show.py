@@ -11,11 +11,10 @@ import typer
 
 from baton.cli._app import app
 from baton.cli._errors import report_error
-from baton.cli.runs import run_object
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.runs.executors import executor_alive
-from baton.store import Store
+from baton.runs.queries import Runs
 
 __all__ = ["show_command"]
 
@@ -47,14 +46,11 @@ def show_command(
 
 
 async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
-    from baton.store._writer import run_position
-
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
-        record = await store.get_run(run_id)
-        transitions = await store.list_transitions(run_id)
-        _key, last_seq = await asyncio.to_thread(run_position, store.engine, run_id)
-    body = run_object(record)
+    async with Runs(settings) as runs:
+        record = await runs.get_run(run_id)
+        transitions = await runs.transitions(run_id)
+        last_seq = await runs.log_position(run_id)
+    body = record.to_dict()
     body.update({name: getattr(record, name) for name in _DETAILS})
     body["executor_id"] = record.executor_id
     body["executor_alive"] = executor_alive(record.executor_id, record.heartbeat_at)

@@ -18,44 +18,34 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError, NotFoundError, UsageError
-from baton.snapshots import GitObjects, LocalBlobStore, blob_store_for, restore_archive, shadow_for
-from baton.snapshots._git import EMPTY_TREE
-from baton.store import Store
+from baton.runs.queries import Runs
 
 _COUNTS = (("+", "added"), ("~", "modified"), ("-", "deleted"))
 
 __all__ = ["diff_command", "restore_command", "snapshot_export_command", "snapshots_command"]
 
 
-async def _run_snapshots(settings: Settings, run_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """The run's repository and its snapshots (the store's records, else the shadow's)."""
-    store = await asyncio.to_thread(Store.open, settings.resolved_database_url)
-    async with store:
-        record = await store.get_run(run_id)
-        found = await store.list_snapshots(run_id)
-    repo = record.repo or record.cwd or "."
-    if not found:
-        found = shadow_for(settings.run_dir(run_id), Path(repo)).snapshots()
-        for snapshot in found:
-            snapshot.setdefault("run_id", run_id)
-    return repo, found
+async def _snapshots(settings: Settings, run_id: str) -> list[dict[str, Any]]:
+    async with Runs(settings) as runs:
+        return await runs.snapshots(run_id)
 
 
-def _load(run_id: str) -> tuple[Settings, str, list[dict[str, Any]]]:
-    settings = Settings.load()
-    repo, found = asyncio.run(_run_snapshots(settings, run_id))
-    return settings, repo, found
+async def _snapshot(settings: Settings, run_id: str, snapshot_id: str) -> tuple[str, dict[str, Any]]:
+    """The run's repository and one of its snapshots."""
+    async with Runs(settings) as runs:
+        record = await runs.get_run(run_id)
+        return record.repo or record.cwd or ".", await runs.snapshot(run_id, snapshot_id)
 
 
-def _pick(found: list[dict[str, Any]], run_id: str, snapshot_id: str) -> dict[str, Any]:
-    for snapshot in found:
-        if snapshot["id"] == snapshot_id:
-            return snapshot
-    raise NotFoundError("snapshot_not_found", f"run {run_id} has no snapshot {snapshot_id}")
+async def _diff(run_id: str, from_: str | None, to: str | None) -> bytes:
+    async with Runs(Settings.load()) as runs:
+        return await runs.diff(run_id, from_, to)
 
 
 @contextmanager
 def _archive_of(settings: Settings, run_id: str, snapshot: dict[str, Any]) -> Iterator[Path]:
+    from baton.snapshots import LocalBlobStore, blob_store_for
+
     key = snapshot.get("archive_key")
     if not key:
         raise NotFoundError("snapshot_not_found", f"snapshot {snapshot['id']} of run {run_id} has no archive")
@@ -79,7 +69,7 @@ def snapshots_command(
 ) -> None:
     """List a run's snapshots of the working tree."""
     try:
-        _, _, found = _load(run_id)
+        found = asyncio.run(_snapshots(Settings.load(), run_id))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
     if json_output:
@@ -99,18 +89,7 @@ def diff_command(
 ) -> None:
     """The changes between two snapshots (by default: the base commit → the last snapshot), as a patch."""
     try:
-        settings, repo, found = _load(run_id)
-        if not found:
-            raise NotFoundError("snapshot_not_found", f"run {run_id} has no snapshots")
-        target = _pick(found, run_id, to) if to else found[-1]
-        shadow = shadow_for(settings.run_dir(run_id), Path(repo))
-        if from_ is None or from_ == "base":
-            old = str(target.get("base_commit") or EMPTY_TREE)
-        elif from_ == "start":
-            old = "refs/baton/start"
-        else:
-            old = str(_pick(found, run_id, from_)["tree_hash"])
-        patch = shadow.git("diff", "--no-color", "--binary", "-M", old, str(target["tree_hash"]))
+        patch = asyncio.run(_diff(run_id, from_, to))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, False)) from None
     sys.stdout.buffer.write(patch)
@@ -130,6 +109,8 @@ def restore_command(
     json_output: Annotated[bool, typer.Option("--json", help="The result (and errors) as JSON.")] = False,
 ) -> None:
     """Put a snapshot's tree into a folder; everything is rolled back if a step fails."""
+    from baton.snapshots import GitObjects, restore_archive, shadow_for
+
     try:
         if to is None:
             raise UsageError("invalid_argument", "--to DIR is required")
@@ -144,8 +125,8 @@ def restore_command(
         else:
             if run_id is None or snapshot_id is None:
                 raise UsageError("invalid_argument", "give RUN SNAP (or --archive FILE)")
-            settings, repo, found = _load(run_id)
-            snapshot = _pick(found, run_id, snapshot_id)
+            settings = Settings.load()
+            repo, snapshot = asyncio.run(_snapshot(settings, run_id, snapshot_id))
             if base is None:
                 base, label = GitObjects(shadow_for(settings.run_dir(run_id), Path(repo)).environment), "shadow"
             with _archive_of(settings, run_id, snapshot) as path:
@@ -172,8 +153,8 @@ def snapshot_export_command(
 ) -> None:
     """Write a snapshot's archive (tar.gz with MANIFEST.json) to a file."""
     try:
-        settings, _, found = _load(run_id)
-        snapshot = _pick(found, run_id, snapshot_id)
+        settings = Settings.load()
+        _, snapshot = asyncio.run(_snapshot(settings, run_id, snapshot_id))
         with _archive_of(settings, run_id, snapshot) as path:
             shutil.copyfile(path, out)
     except BatonError as exc:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
 
 from sqlalchemy import Engine, Row, insert, select, update
 from sqlalchemy.engine import Connection
@@ -32,7 +31,7 @@ from baton.gates import remember
 from baton.gates.decisions import GATE_KINDS, GateKind, check_decision, same_decision
 from baton.store._rundata import inbox_insert, run_key_of
 from baton.store.engine import READ_ONLY
-from baton.store.records import new_gate_id
+from baton.store.records import GATE_STATUSES, GateRecord, GateStatus, new_gate_id
 from baton.store.store import Store
 from baton.store.tables import gates, runs
 
@@ -48,8 +47,6 @@ __all__ = [
     "suggested_rule",
 ]
 
-GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
-GATE_STATUSES: Final[frozenset[str]] = frozenset(get_args(GateStatus))
 DECISION_INBOX_KIND: Final = "gate_decision"
 
 _RESOLVED_STATUS: Final[dict[str, GateStatus]] = {
@@ -61,58 +58,6 @@ _RESOLVED_STATUS: Final[dict[str, GateStatus]] = {
     "reject": "denied",
 }
 _COLUMNS: Final = [column for column in gates.c if column.name != "run_key"]
-
-
-@dataclass(frozen=True)
-class GateRecord:
-    """One gate as stored; :meth:`to_json` is DESIGN.md's gate object (CLI ``--json``, HTTP)."""
-
-    id: str
-    run_id: str
-    kind: GateKind
-    status: GateStatus
-    tool_name: str | None
-    tool_call_id: str | None
-    bound_call_id: str | None
-    bound_input_hash: str | None
-    input: dict[str, Any] | None
-    questions: list[Any] | None
-    plan: str | None
-    summary: str
-    created_at: str
-    expires_at: str | None
-    decision: dict[str, Any] | None
-    decided_by: str | None
-    decided_at: str | None
-
-    @property
-    def is_pending(self) -> bool:
-        return self.status == "pending"
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": self.id,
-            "run_id": self.run_id,
-            "kind": self.kind,
-            "status": self.status,
-            "tool_name": self.tool_name,
-            "tool_call_id": self.tool_call_id,
-            "bound_call_id": self.bound_call_id,
-            "bound_input_hash": self.bound_input_hash,
-            "input": self.input,
-            "summary": self.summary,
-            "created_at": self.created_at,
-            "expires_at": self.expires_at,
-        }
-        if self.questions is not None:
-            body["questions"] = self.questions
-        if self.plan is not None:
-            body["plan"] = self.plan
-        if self.decision is not None:
-            body["decision"] = self.decision
-            body["decided_by"] = self.decided_by
-            body["decided_at"] = self.decided_at
-        return body
 
 
 class GateLedger:

@@ -31,10 +31,11 @@ from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
 from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RebuiltFallback, RunExecution
-from baton.runs.executors import effective_status, this_executor_id
-from baton.runs.handoff import ExportResult, ImportResult, export_run, import_run, restore_latest_snapshot
+from baton.runs.executors import this_executor_id
+from baton.runs.handoff import ExportResult, ImportResult, restore_latest_snapshot
 from baton.runs.inbox import post_command
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
+from baton.runs.queries import Runs
 from baton.runs.resume import (
     ResumePlan,
     check_resumable,
@@ -43,7 +44,7 @@ from baton.runs.resume import (
     resume_spec,
     run_keeping_conversation,
 )
-from baton.runs.spec import RunOutcome, RunSpec, run_request, spec_of_request
+from baton.runs.spec import RunOutcome, RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
@@ -140,6 +141,7 @@ class Baton:
         self._durable: DurableRuntime | None = None  # DBOS, launched when this Baton first executes a run
         self._store: Store | None = None
         self._log: SessionLog | None = None
+        self._queries: Runs | None = None
         self.redactor = Redactor()
         self._runs: dict[str, RunHandle] = {}
         self._closed = False
@@ -151,6 +153,7 @@ class Baton:
         self._store = Store.open(self.settings.resolved_database_url)
         self._log = SessionLog(self._store, self.redactor)
         await self._log.__aenter__()
+        self._queries = Runs.over(self._store, self._log, self.settings)
         return self
 
     async def __aexit__(
@@ -189,6 +192,13 @@ class Baton:
             raise RuntimeError("use `async with Baton(...)` first")
         return self._log
 
+    @property
+    def queries(self) -> Runs:
+        """Runs, logs, snapshots, gates and commands as every face reads them (:mod:`baton.runs.queries`)."""
+        if self._queries is None:
+            raise RuntimeError("use `async with Baton(...)` first")
+        return self._queries
+
     async def start(self, spec: RunSpec, *, ask_human: AskHuman | None = None) -> RunHandle:
         """Check the request, record the run, and start executing it in this process.
 
@@ -224,9 +234,7 @@ class Baton:
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
         the budget, a busy workspace (early; the store's claim decides a race)."""
-        repo = Path(spec.repo)
-        if not repo.is_dir():
-            raise UsageError("invalid_argument", f"--repo {repo} is not a directory")
+        repo = require_repo(spec.repo)
         entry = agent_entry(spec)
         await check_workspace_free(self.store, repo.resolve(), except_run=except_run)
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
@@ -520,14 +528,7 @@ class Baton:
 
     async def runs(self, status: str | None = None) -> list[RunRecord]:
         """Runs oldest first; a ``running`` run whose executor is dead is ``interrupted``."""
-        records = []
-        for record in await self.store.list_runs():
-            effective = effective_status(record.status, record.executor_id, record.heartbeat_at)
-            if effective != record.status:
-                record = replace(record, status=effective, status_reason="executor_dead")
-            if status is None or record.status == status:
-                records.append(record)
-        return records
+        return await self.queries.list_runs(status)
 
     # Gates (docs/gates.md): the same decisions as the CLI and the HTTP API, from any process.
 
@@ -551,12 +552,12 @@ class Baton:
         """Write the run (log, events, snapshots and their archives, agent home) to one file;
         refused with ``run_active`` while it executes."""
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
-        return await export_run(self.store, self.settings, run_id, Path(path), executing=executing)
+        return await self.queries.export_run(run_id, Path(path), executing=executing)
 
     async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
         """Recreate an exported run here (same id; ``run_exists`` if this home has it), its latest
         snapshot restored into ``repo`` (default: the run's recorded repository), ready to resume."""
-        return await import_run(self.store, self.settings, Path(path), repo=repo, force=force)
+        return await self.queries.import_run(Path(path), repo=repo, force=force)
 
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 

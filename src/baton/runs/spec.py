@@ -7,9 +7,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from baton.errors import UsageError
 from baton.store.records import RunRecord
 
-__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "run_request", "spec_of_record", "spec_of_request"]
+__all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "require_repo", "run_request", "spec_of_record", "spec_of_request"]
 
 RunEnd = Literal["finished", "failed", "cancelled", "paused"]  # paused: parked on a gate (not an end)
 
@@ -55,6 +56,14 @@ class RunOutcome:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+
+def require_repo(repo: Path) -> Path:
+    """``repo`` if it is a directory, else ``invalid_argument`` (checked before anything is imported or recorded)."""
+    path = Path(repo)
+    if not path.is_dir():
+        raise UsageError("invalid_argument", f"--repo {path} is not a directory")
+    return path
 
 
 def run_request(spec: RunSpec) -> dict[str, Any]:

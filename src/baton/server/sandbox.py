@@ -34,6 +34,7 @@ from pydantic import BaseModel
 import baton
 from baton.config import Settings
 from baton.errors import NotFoundError
+from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.app import authenticator_for, http_telemetry
 from baton.server.auth import Principal
@@ -49,7 +50,6 @@ from baton.server.routes.health import database_reachable
 from baton.server.routing import DirectRoute, add_routers
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
-from baton.store import RunRecord
 
 if TYPE_CHECKING:
     from baton.runs import Baton, RunHandle
@@ -82,10 +82,10 @@ def sandbox_may_see(principal: Principal, record: RunRecord) -> bool:
 def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
     """The application serving the one run ``run_id``; ``state`` is ready (its Baton is open)."""
     router = APIRouter(responses=AUTH_RESPONSES, route_class=DirectRoute)
-    store = state.baton.store
+    runs = state.runs
 
     async def served_run(principal: Principal) -> RunRecord:
-        record = await store.get_run(run_id)
+        record = await runs.get_run(run_id)
         if not sandbox_may_see(principal, record):
             raise NotFoundError("run_not_found", "this token is not for the run served here")
         return record
@@ -93,8 +93,8 @@ def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
     @router.get("/health", response_model=SandboxHealth, tags=["server"])
     async def health() -> SandboxHealth:
         """Version, database and the run's status (no token)."""
-        reachable = await database_reachable(store.engine)
-        status = (await store.get_run(run_id)).status if reachable else None
+        reachable = await database_reachable(state.baton.store.engine)
+        status = (await runs.get_run(run_id)).status if reachable else None
         return SandboxHealth.model_validate(
             {
                 "status": "ok" if reachable else "degraded",
@@ -132,7 +132,7 @@ def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
         """A JSON-RPC 2.0 command to the run (errors with HTTP 200)."""
         record = await served_run(principal)
         state.commands.take(principal.sub)
-        return await answer_command(store, principal, record.id, await request.body())
+        return await answer_command(runs, principal, record.id, await request.body())
 
     app = FastAPI(
         title="baton agent-server",
@@ -169,7 +169,7 @@ async def serve_one_run(
         if local_token is not None:
             runner.redactor.add(local_token)
         if spec.task_id is not None and not spec.prompt:
-            spec = replace(spec, prompt=(await runner.store.get_task(spec.task_id)).prompt)
+            spec = replace(spec, prompt=(await runner.queries.get_task(spec.task_id)).prompt)
         handle = await runner.start(spec)
         state = ServerState(
             settings,

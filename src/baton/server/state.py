@@ -17,6 +17,7 @@ from baton.server.sse import FrameCache, StreamStats
 
 if TYPE_CHECKING:
     from baton.runs import Baton, RunHandle
+    from baton.runs.queries import Runs
 
 __all__ = ["ServerState", "server_state"]
 
@@ -35,6 +36,11 @@ class ServerState:
     frames: FrameCache = field(default_factory=FrameCache)
     feeds: SharedFeeds = field(default_factory=SharedFeeds)  # one reader per run and view, shared by its streams
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
+
+    @property
+    def runs(self) -> Runs:
+        """What every route reads and commands through (the ``Baton``'s queries): one run object everywhere."""
+        return self.baton.queries
 
 
 def server_state(request: Request) -> ServerState:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from baton.snapshots._git import EMPTY_TREE
 from baton.snapshots.archive import ArchiveLimits, Manifest, build_archive, verify_archive
 from baton.snapshots.blobs import BlobStore, LocalBlobStore, blob_store_for
 from baton.snapshots.recorder import TREE_SNAPSHOT, SnapshotRecorder
@@ -19,6 +20,7 @@ from baton.snapshots.restore import GitObjects, RestoreResult, restore_archive
 from baton.snapshots.shadow import Changes, ShadowRepo, Skipped, Snapshot
 
 __all__ = [
+    "EMPTY_TREE",
     "TREE_SNAPSHOT",
     "ArchiveLimits",
     "BlobStore",

@@ -1,12 +1,22 @@
 """The store: tasks, runs and their session logs (SQLAlchemy + Alembic; SQLite by default).
 
 See ``docs/store.md`` for the tables and the log's commit and visibility semantics.
+
+``Store``, ``SessionLog`` and ``LogWriteError`` are imported on first use: they pull in
+SQLAlchemy (~0.5 s), and what only reads a SQLite store (:mod:`baton.store.reads`) or needs a
+record type should not pay for it.
 """
 
-from baton.store.log import LogWriteError, SessionLog
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from baton.store.records import RUN_STATUSES, RunRecord, RunStatus, TaskRecord, Transition, new_run_id
 from baton.store.redact import REDACTED, Redactor
-from baton.store.store import Store
+
+if TYPE_CHECKING:
+    from baton.store.log import LogWriteError, SessionLog
+    from baton.store.store import Store
 
 __all__ = [
     "REDACTED",
@@ -21,3 +31,14 @@ __all__ = [
     "Transition",
     "new_run_id",
 ]
+
+_LAZY = {"LogWriteError": "baton.store.log", "SessionLog": "baton.store.log", "Store": "baton.store.store"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'baton.store' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

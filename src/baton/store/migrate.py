@@ -8,25 +8,17 @@ import) and its write transaction are used only when there is something to migra
 
 from __future__ import annotations
 
-import functools
-import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import Engine, exc, text
 
+from baton.store._revisions import MIGRATIONS, declared_head
 from baton.store.engine import READ_ONLY
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["MIGRATIONS", "current_revision", "head_revision", "upgrade"]
-
-MIGRATIONS: Final = Path(__file__).parent / "migrations"
-
-
-_REVISION = re.compile(r"^revision(?::[^=]*)? = [\"']([^\"']+)[\"']", re.MULTILINE)
-_DOWN_REVISION = re.compile(r"^down_revision(?::[^=]*)? = (?:None|[\"']([^\"']+)[\"'])", re.MULTILINE)
+__all__ = ["MIGRATIONS", "current_revision", "declared_head", "head_revision", "upgrade"]
 
 
 def _config() -> Config:
@@ -76,25 +68,6 @@ def head_revision() -> str:
     if head is None:
         raise RuntimeError(f"no migrations under {MIGRATIONS}")
     return head
-
-
-@functools.cache
-def declared_head() -> str | None:
-    """The one revision no migration file names as its ``down_revision``, read from the files;
-    None when there is not exactly one (then Alembic decides)."""
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        source = path.read_text(encoding="utf-8")
-        found = _REVISION.search(source)
-        if found is None:
-            return None
-        revisions.add(found.group(1))
-        down = _DOWN_REVISION.search(source)
-        if down is not None and down.group(1):
-            parents.add(down.group(1))
-    heads = revisions - parents
-    return next(iter(heads)) if len(heads) == 1 else None
 
 
 def _stored_revision(engine: Engine) -> str | None:

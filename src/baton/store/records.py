@@ -1,4 +1,4 @@
-"""A run as the store holds it, and how run ids are made.
+"""A run (and a task, a status change, a gate) as the store holds it, and how ids are made.
 
 Run ids are ``run_`` + a lowercase ULID (26 Crockford base-32 characters: 48 bits of
 milliseconds since the epoch, then 80 random bits), so ids sort by creation time, are safe
@@ -10,12 +10,18 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+
+if TYPE_CHECKING:
+    from baton.gates.decisions import GateKind
 
 __all__ = [
+    "GATE_STATUSES",
     "RUN_MODES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
+    "GateRecord",
+    "GateStatus",
     "RunMode",
     "RunRecord",
     "RunStatus",
@@ -31,6 +37,8 @@ RunMode = Literal["background", "interactive"]
 RUN_STATUSES: Final[frozenset[str]] = frozenset(get_args(RunStatus))
 RUN_MODES: Final[frozenset[str]] = frozenset(get_args(RunMode))
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"finished", "failed", "cancelled"})
+GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
+GATE_STATUSES: Final[frozenset[str]] = frozenset(get_args(GateStatus))
 
 _CROCKFORD: Final = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -140,3 +148,55 @@ _PUBLIC_FIELDS: Final = (
     "total_cost_usd",
     "repo",
 )
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """One gate as stored; :meth:`to_json` is DESIGN.md's gate object (CLI ``--json``, HTTP)."""
+
+    id: str
+    run_id: str
+    kind: GateKind
+    status: GateStatus
+    tool_name: str | None
+    tool_call_id: str | None
+    bound_call_id: str | None
+    bound_input_hash: str | None
+    input: dict[str, Any] | None
+    questions: list[Any] | None
+    plan: str | None
+    summary: str
+    created_at: str
+    expires_at: str | None
+    decision: dict[str, Any] | None
+    decided_by: str | None
+    decided_at: str | None
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == "pending"
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": self.id,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "status": self.status,
+            "tool_name": self.tool_name,
+            "tool_call_id": self.tool_call_id,
+            "bound_call_id": self.bound_call_id,
+            "bound_input_hash": self.bound_input_hash,
+            "input": self.input,
+            "summary": self.summary,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+        }
+        if self.questions is not None:
+            body["questions"] = self.questions
+        if self.plan is not None:
+            body["plan"] = self.plan
+        if self.decision is not None:
+            body["decision"] = self.decision
+            body["decided_by"] = self.decided_by
+            body["decided_at"] = self.decided_at
+        return body

@@ -22,6 +22,7 @@ from baton.events.entry import utc_timestamp
 from baton.store import _rundata
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
 from baton.store._workspaces import Holds, busy_error, holding_runs, lock_workspace
+from baton.store._writer import run_position
 from baton.store.engine import READ_ONLY, make_engine
 from baton.store.migrate import upgrade
 from baton.store.records import (
@@ -251,6 +252,11 @@ class Store:
     async def list_transitions(self, run_id: str) -> list[Transition]:
         """Every status the run moved into, oldest first (its creation as ``queued`` included)."""
         return await asyncio.to_thread(self._list_transitions, run_id)
+
+    async def log_position(self, run_id: str) -> int:
+        """The seq of the run's last committed log entry (0 for an empty log), or ``run_not_found``."""
+        _run_key, last = await asyncio.to_thread(run_position, self.engine, run_id)
+        return last
 
     # Runner events.
 

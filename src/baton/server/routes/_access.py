@@ -11,11 +11,11 @@ from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
 
 from baton.errors import NotFoundError, RefusedError, UsageError
+from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.config import ServerConfig
 from baton.server.models import ErrorResponse
 from baton.server.state import server_state
-from baton.store import RunRecord
 
 __all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "visible_run", "with_scope"]
 
@@ -54,8 +54,8 @@ def with_scope(scope: str) -> Callable[[Request], Awaitable[Principal]]:
 
 
 async def visible_run(request: Request, principal: Principal, run_id: str) -> RunRecord:
-    """The run if ``principal`` may see it; else ``run_not_found``, exactly as for a missing run."""
-    record = await server_state(request).baton.store.get_run(run_id)
+    """The run (its effective status) if ``principal`` may see it; else ``run_not_found``, as for a missing run."""
+    record = await server_state(request).runs.get_run(run_id)
     if not principal.may_see(record.id, record.owner, record.task_id):
         raise NotFoundError("run_not_found", f"no run {run_id}")
     return record

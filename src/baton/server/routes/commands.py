@@ -5,9 +5,9 @@ Methods: ``cancel {reason?}``, ``user_message {content}``, ``close {}``,
 body that is not JSON, -32600 not a JSON-RPC request, -32601 an unknown method, -32602 bad
 params, -32000 refused, with ``data`` the BatonError (``run_not_running``, ``run_not_interactive``,
 ``run_paused``, ``scope_missing``). Every accepted command goes through
-:func:`baton.runs.inbox.post_command` into the run's durable inbox, which the process executing
+:meth:`baton.runs.queries.Runs.post_command` into the run's durable inbox, which the process executing
 the run (this one or another) reads; a ``cancel`` of a parked run, which no process executes,
-ends it at once (``{"status": "cancelled"}``: :mod:`baton.runs.cancelling`).
+ends it at once (``{"status": "cancelled"}``: :meth:`baton.runs.queries.Runs.cancel`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from baton.errors import AuthError, BatonError
-from baton.runs.cancelling import cancel_run
-from baton.runs.inbox import post_command
+from baton.runs.queries import Runs
 from baton.server.auth import Principal
 from baton.server.models import (
     CancelParams,
@@ -34,7 +33,6 @@ from baton.server.models import (
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.store import Store
 
 __all__ = ["answer_command", "router"]
 
@@ -81,10 +79,10 @@ async def run_command(
     record = await visible_run(request, principal, run_id)
     state = server_state(request)
     state.commands.take(principal.sub)
-    return await answer_command(state.baton.store, principal, record.id, await request.body())
+    return await answer_command(state.runs, principal, record.id, await request.body())
 
 
-async def answer_command(store: Store, principal: Principal, run_id: str, raw: bytes) -> Response:
+async def answer_command(runs: Runs, principal: Principal, run_id: str, raw: bytes) -> Response:
     """The JSON-RPC answer to the command ``raw`` for a run the caller may steer."""
     request_id: Any = None
     message: Any = None
@@ -92,7 +90,7 @@ async def answer_command(store: Store, principal: Principal, run_id: str, raw: b
         message = _parse(raw)
         request_id = message.get("id")
         method, params = _method_and_params(message)
-        result = await _execute(store, principal, run_id, method, params)
+        result = await _execute(runs, principal, run_id, method, params)
     except _RpcError as exc:
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
         if exc.data is not None:
@@ -140,15 +138,15 @@ def _method_and_params(message: dict[str, Any]) -> tuple[str, BaseModel]:
         raise _RpcError(INVALID_PARAMS, text, {"errors": errors}) from None
 
 
-async def _execute(store: Store, principal: Principal, run_id: str, method: str, params: BaseModel) -> dict[str, Any]:
+async def _execute(runs: Runs, principal: Principal, run_id: str, method: str, params: BaseModel) -> dict[str, Any]:
     try:
         bypass = isinstance(params, SetPermissionModeParams) and params.permission_mode == "bypassPermissions"
         if bypass and not principal.is_admin:
             raise AuthError("scope_missing", "switching to bypassPermissions needs the scope 'admin'")
         if isinstance(params, CancelParams):  # a parked run, which nobody executes, ends at once
-            return (await cancel_run(store, run_id, params.reason)).to_json()
+            return (await runs.cancel(run_id, params.reason)).to_json()
         # The one way a command reaches a run, from any process: its durable inbox.
-        inbox_id = await post_command(store, run_id, method, params.model_dump(exclude_none=True))
+        inbox_id = await runs.post_command(run_id, method, params.model_dump(exclude_none=True))
     except BatonError as exc:
         raise _RpcError(REFUSED, exc.message, exc.to_dict()) from exc
     return {"status": "queued", "inbox_id": inbox_id}

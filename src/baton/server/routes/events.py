@@ -9,7 +9,6 @@ another process is tailed by polling the store. The stream closes after a run's 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Annotated, Any, Final, Literal
@@ -134,22 +133,11 @@ async def _project(state: ServerState, run_id: str) -> AsyncGenerator[Frame, Non
 
 
 async def run_entries(state: ServerState, run_id: str, after: int) -> AsyncGenerator[LogEntry, None]:
-    """Committed entries after ``after``, live, until the run has ended and its log is read."""
-    baton = state.baton
-    cursor = after
-    async with aclosing(baton.log.subscribe(run_id, after=after)) as live:
-        async for entry in live:
+    """Committed entries after ``after``, live, until the run has ended and its log is read.
+
+    An interrupted run is followed on: another process may take it over (docs/runs.md).
+    """
+    entries = state.runs.follow_log(run_id, after, through_interruption=True, poll_seconds=_POLL_SECONDS)
+    async with aclosing(entries) as following:
+        async for entry in following:
             yield entry
-            cursor = entry["seq"]
-    # The log this process holds is done with the run, or never held it (another process
-    # executes it, or executed it): follow the store until the run has ended.
-    while True:
-        ended = (await baton.store.get_run(run_id)).is_terminal
-        entries = await baton.log.read(run_id, after=cursor)
-        for entry in entries:
-            yield entry
-            cursor = entry["seq"]
-        if ended:
-            return
-        if not entries:
-            await asyncio.sleep(_POLL_SECONDS)

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from baton.errors import NotFoundError, UsageError
 from baton.gates.ledger import GateKind, GateLedger, GateRecord
 from baton.runs.parking import wake_local
+from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.models import (
     AnswerRequest,
@@ -34,7 +35,6 @@ from baton.server.models import (
 from baton.server.routes._access import AUTH_RESPONSES, visible_run, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.store import RunRecord
 
 __all__ = ["router"]
 
@@ -67,17 +67,16 @@ async def list_gates(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> Response:
     """The gates of the caller's runs (every run's for admin), oldest first."""
-    store = server_state(request).baton.store
+    queries = server_state(request).runs
     if run_id is not None:
         await visible_run(request, principal, run_id)  # run_not_found for a run the token may not see
     owner = None if principal.is_admin else principal.sub
-    ledger = GateLedger(store)
-    await ledger.expire_due(run_id or principal.run_id)  # a gate past its deadline is listed as expired
-    found = await ledger.list(run_id=run_id or principal.run_id, status=status, owner=owner)
+    # A gate past its deadline is listed as expired.
+    found = await queries.gates(run_id=run_id or principal.run_id, status=status, owner=owner)
     runs: dict[str, RunRecord] = {}
     for gate in found:
         if gate.run_id not in runs:
-            runs[gate.run_id] = await store.get_run(gate.run_id)
+            runs[gate.run_id] = await queries.get_run(gate.run_id)
     visible = [g for g in found if principal.may_see(g.run_id, runs[g.run_id].owner, runs[g.run_id].task_id)]
     start = 0
     if cursor is not None:
@@ -140,7 +139,7 @@ async def _decide(
 
 async def _visible_gate(request: Request, principal: Principal, ledger: GateLedger, gate_id: str) -> GateRecord:
     gate = await ledger.get(gate_id)
-    run = await server_state(request).baton.store.get_run(gate.run_id)
+    run = await server_state(request).runs.get_run(gate.run_id)
     if not principal.may_see(run.id, run.owner, run.task_id):
         raise NotFoundError("gate_not_found", f"no gate {gate_id}")
     return gate

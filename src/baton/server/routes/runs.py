@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
@@ -15,7 +16,6 @@ from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repos
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.store import RunRecord
 
 __all__ = ["router"]
 
@@ -89,7 +89,7 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
     )
     handle = await state.baton.start(spec)
     state.handles[handle.run_id] = handle
-    return run_object(await state.baton.store.get_run(handle.run_id))
+    return run_object(await state.runs.get_run(handle.run_id))
 
 
 @router.get("", response_model=RunList, responses={422: {"model": ErrorResponse}})
@@ -102,7 +102,7 @@ async def list_runs(
 ) -> RunList:
     """The caller's runs (every run for admin), oldest first."""
     state = server_state(request)
-    records = [r for r in await state.baton.store.list_runs(status) if principal.may_see(r.id, r.owner, r.task_id)]
+    records = [r for r in await state.runs.list_runs(status) if principal.may_see(r.id, r.owner, r.task_id)]
     start = 0
     if cursor is not None:
         ids = [record.id for record in records]

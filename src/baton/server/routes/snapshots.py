@@ -21,10 +21,8 @@ from baton.server.auth import Principal
 from baton.server.models import ErrorResponse, Snapshot, SnapshotList
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, visible_run, with_scope
 from baton.server.routing import DirectRoute
-from baton.server.state import ServerState, server_state
-from baton.snapshots import LocalBlobStore, blob_store_for, shadow_for
-from baton.snapshots._git import EMPTY_TREE
-from baton.store import RunRecord
+from baton.server.state import server_state
+from baton.snapshots import LocalBlobStore, blob_store_for
 
 __all__ = ["router"]
 
@@ -37,28 +35,11 @@ _SNAPSHOT_NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _snapshots(state: ServerState, record: RunRecord) -> list[dict[str, Any]]:
-    """The run's snapshots: the store's records, else the shadow repository's (as the CLI reads them)."""
-    found = await state.baton.store.list_snapshots(record.id)
-    if found:
-        return found
-    shadow = shadow_for(state.settings.run_dir(record.id), Path(record.repo or record.cwd or "."))
-    from_shadow = await asyncio.to_thread(shadow.snapshots)
-    return [{"run_id": record.id, **snapshot} for snapshot in from_shadow]
-
-
-def _pick(found: list[dict[str, Any]], run_id: str, snapshot_id: str) -> dict[str, Any]:
-    for snapshot in found:
-        if snapshot["id"] == snapshot_id:
-            return snapshot
-    raise NotFoundError("snapshot_not_found", f"run {run_id} has no snapshot {snapshot_id}")
-
-
 @router.get("/{run_id}/snapshots", response_model=SnapshotList, responses=NOT_FOUND)
 async def list_snapshots(run_id: str, request: Request, principal: _Reader) -> SnapshotList:
     """The run's snapshots, oldest first."""
     record = await visible_run(request, principal, run_id)
-    found = await _snapshots(server_state(request), record)
+    found = await server_state(request).runs.snapshots(record.id)
     return SnapshotList(snapshots=[Snapshot.model_validate(snapshot) for snapshot in found])
 
 
@@ -81,21 +62,7 @@ async def diff(
 ) -> Response:
     """The changes between two snapshots (by default the base commit → the last snapshot), as a patch."""
     record = await visible_run(request, principal, run_id)
-    state = server_state(request)
-    found = await _snapshots(state, record)
-    if not found:
-        raise NotFoundError("snapshot_not_found", f"run {run_id} has no snapshots")
-    target = _pick(found, run_id, to) if to else found[-1]
-    if from_ is None or from_ == "base":
-        old = str(target.get("base_commit") or EMPTY_TREE)
-    elif from_ == "start":
-        old = "refs/baton/start"
-    else:
-        old = str(_pick(found, run_id, from_)["tree_hash"])
-    shadow = shadow_for(state.settings.run_dir(record.id), Path(record.repo or record.cwd or "."))
-    if not shadow.exists:
-        raise NotFoundError("snapshot_not_found", f"the shadow repository of run {run_id} is gone")
-    patch = await asyncio.to_thread(shadow.git, "diff", "--no-color", "--binary", "-M", old, str(target["tree_hash"]))
+    patch = await server_state(request).runs.diff(record.id, from_, to)
     return Response(patch, media_type="text/x-diff")
 
 
@@ -111,7 +78,7 @@ async def archive(run_id: str, snapshot_id: str, request: Request, principal: _R
     """The snapshot's archive, as ``baton snapshot-export`` writes it (``baton restore --archive`` reads it)."""
     record = await visible_run(request, principal, run_id)
     state = server_state(request)
-    snapshot = _pick(await _snapshots(state, record), run_id, snapshot_id)
+    snapshot = await state.runs.snapshot(record.id, snapshot_id)
     key = snapshot.get("archive_key")
     if not key:
         raise NotFoundError("snapshot_not_found", f"snapshot {snapshot_id} of run {run_id} has no archive")

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from baton.errors import NotFoundError
+from baton.runs.queries import TaskRecord
 from baton.server.auth import Principal
 from baton.server.models import CreateTaskRequest, ErrorResponse, Task
 from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import ServerState, server_state
-from baton.store import TaskRecord
 
 __all__ = ["router", "visible_task"]
 
@@ -41,7 +41,7 @@ def task_object(task: TaskRecord) -> Task:
 
 async def visible_task(state: ServerState, principal: Principal, task_id: str) -> TaskRecord:
     """The task if ``principal`` may see it; else ``task_not_found``, exactly as for a missing one."""
-    task = await state.baton.store.get_task(task_id)
+    task = await state.runs.get_task(task_id)
     if not principal.may_see_task(task.id, task.owner):
         raise NotFoundError("task_not_found", f"no task {task_id}")
     return task
@@ -66,7 +66,7 @@ async def create_task(
     if principal.task_id is not None or principal.run_id is not None:
         raise NotFoundError("task_not_found", "this token is limited to one run or task; it creates no task")
     repo = None if body.repo is None else str(allowed_repository(body.repo, state.config))
-    task = await state.baton.store.create_task(
+    task = await state.runs.create_task(
         body.prompt, repo=repo, title=body.title, metadata=body.metadata, owner=principal.sub
     )
     return task_object(task)
