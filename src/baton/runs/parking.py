@@ -92,13 +92,14 @@ async def wait_for_decision(
     stop: asyncio.Event | None = None,
     poll_seconds: float = _IN_PROCESS_POLL_SECONDS,
     wakeup: Wakeup | None = None,
+    fallback_seconds: float = PARKED_FALLBACK_SECONDS,
 ) -> GateRecord | None:
     """The gate once it is no longer pending, or None after ``within`` s (or when ``stop`` is set).
 
     A gate whose ``expires_at`` passes while waiting is expired here (a denial with reason
     ``timeout``), so a waiter never outlives its gate. ``wakeup``: inbox wake-ups (another
     process's decision); while it is live the gate is read on each and every
-    ``PARKED_FALLBACK_SECONDS``, else every ``poll_seconds``.
+    ``fallback_seconds``, else every ``poll_seconds``.
     """
     ledger = GateLedger(store)
     loop = asyncio.get_running_loop()
@@ -114,7 +115,7 @@ async def wait_for_decision(
                 return gate
             if stop is not None and stop.is_set():
                 return None
-            wait = PARKED_FALLBACK_SECONDS if wakeup is not None and wakeup.live else poll_seconds
+            wait = fallback_seconds if wakeup is not None and wakeup.live else poll_seconds
             expires_in = _seconds_until(gate.expires_at)
             if expires_in is not None:
                 if expires_in <= 0:
@@ -137,7 +138,12 @@ async def pending_gates(store: Store, run_id: str) -> list[GateRecord]:
 
 
 async def wait_for_decisions(
-    store: Store, run_id: str, *, poll_seconds: float = PARKED_POLL_SECONDS, stop: asyncio.Event | None = None
+    store: Store,
+    run_id: str,
+    *,
+    poll_seconds: float = PARKED_POLL_SECONDS,
+    stop: asyncio.Event | None = None,
+    fallback_seconds: float = PARKED_FALLBACK_SECONDS,
 ) -> bool:
     """Wait until the parked run has no pending gate (every one decided or expired); False if ``stop`` was set."""
     async with inbox_wakeups(store, run_id) as wakeup:
@@ -147,7 +153,14 @@ async def wait_for_decisions(
                 return True
             for gate in pending:
                 decided = await wait_for_decision(
-                    store, run_id, gate.id, within=None, stop=stop, poll_seconds=poll_seconds, wakeup=wakeup
+                    store,
+                    run_id,
+                    gate.id,
+                    within=None,
+                    stop=stop,
+                    poll_seconds=poll_seconds,
+                    wakeup=wakeup,
+                    fallback_seconds=fallback_seconds,
                 )
                 if decided is None:
                     return False
