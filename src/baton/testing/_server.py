@@ -102,11 +102,12 @@ class ScriptedModelServer:
             return
         # serve_forever looks at its stop flag when its select returns: a connection makes it
         # return at once, so it may wait long (idle, it costs nothing) and still stop at once.
+        host, port = listener.server_address[:2]
         stopping = threading.Thread(target=listener.shutdown, daemon=True)
         stopping.start()
         while stopping.is_alive():
             with contextlib.suppress(OSError):
-                socket.create_connection(listener.server_address[:2], timeout=1).close()
+                socket.create_connection((str(host), int(port)), timeout=1).close()
             stopping.join(0.05)
         listener.close_connections()
         listener.server_close()
