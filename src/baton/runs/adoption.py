@@ -78,16 +78,15 @@ class Adopter:
         """Runs with a dead executor and work to do, oldest first."""
         store = self._baton.store
         found = []
-        for status in ADOPTABLE_STATUSES:
-            for record in await store.list_runs(status=status):
-                if executor_alive(record.executor_id, record.heartbeat_at):
-                    continue
-                if self._left.get(record.id) == (record.status, record.executor_id):
-                    continue
-                if await has_work(store, record):
-                    found.append(record)
-                else:
-                    self._leave(record)
+        for record in await store.list_runs(status=ADOPTABLE_STATUSES):  # one query a scan
+            if executor_alive(record.executor_id, record.heartbeat_at):
+                continue
+            if self._left.get(record.id) == (record.status, record.executor_id):
+                continue
+            if await has_work(store, record):
+                found.append(record)
+            else:
+                self._leave(record)
         found.sort(key=lambda record: record.created_at)
         return found
 

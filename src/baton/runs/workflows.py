@@ -26,7 +26,8 @@ workflow, so nothing recovers it behind baton's back.
 
 DBOS's own background loops are slowed where baton uses nothing they serve (:func:`_quiet`):
 its internal queue (scheduled workflows, Kafka, ``resume_workflow``) and its background jobs
-(delayed workflows, workflow timeouts) run every ``DBOS_IDLE_POLL_SECONDS``.
+(delayed workflows, workflow timeouts) run every ``DBOS_IDLE_POLL_SECONDS``, its scheduler
+every 30 s from the start.
 
 DBOS's system database is its own SQLite file under ``BATON_HOME`` (``dbos.sqlite``, WAL) —
 sharing baton's file stalled for seconds when measured — or, on Postgres, the same database as
@@ -377,12 +378,15 @@ def _quiet(dbos: DBOS) -> None:
 
     Its internal queue (scheduled workflows, Kafka, ``resume_workflow``: none used) is polled,
     and its background jobs (delayed workflows, workflow timeouts: none used) run, every
-    ``DBOS_IDLE_POLL_SECONDS`` instead of every second; both stop at once on ``DBOS.destroy``.
+    ``DBOS_IDLE_POLL_SECONDS`` instead of every second; its scheduler (no schedules) skips its
+    first minute of polls every second (it polls every 30 s after). All stop at once on
+    ``DBOS.destroy``.
     """
-    from dbos import _workflow_commands
+    from dbos import _scheduler, _workflow_commands
 
     dbos._registry.get_internal_queue()._polling_interval_sec = DBOS_IDLE_POLL_SECONDS
     _workflow_commands._BACKGROUND_JOBS_INTERVAL_SEC = DBOS_IDLE_POLL_SECONDS
+    _scheduler._STARTUP_FAST_POLL_DURATION_SEC = 0.0
 
 
 def _dbos_instance() -> Any:
