@@ -21,6 +21,7 @@ MODULES: dict[str, str] = {
     "gates": "bench.gates",
     "handoff": "bench.handoff",
     "http": "bench.http",
+    "idle_cpu": "bench.idle_cpu",
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",
     "resume": "bench.resume",

@@ -45,7 +45,7 @@ class Settings:
     openai_api_key: str | None = None
     model_max_retries: int | None = None  # subprocess agents' model API retries; None: the agent's own
     agent_start_timeout_seconds: float = 60.0
-    inbox_poll_seconds: float = 0.02  # how often an executing process reads its runs' inboxes
+    inbox_poll_seconds: float = 0.02  # how often the inboxes are read when no wake-up can arrive (docs/runs.md)
     interactive_idle_seconds: float = 1800.0  # an interactive run with no message for this long ends
     # Runs executing at once in one process (more wait ``queued``): ~250 MB and much of a core
     # each, so 2 on a 2-core machine (docs/runs.md "Concurrency").

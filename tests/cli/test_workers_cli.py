@@ -314,6 +314,38 @@ def test_a_worker_adopts_a_parked_run_once_its_gate_is_decided(
     assert not run_process_ids(run_id)
 
 
+def test_a_worker_scanning_rarely_is_woken_by_a_decision_from_another_process(
+    baton: BatonCLI, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose scans are ten minutes apart adopts a parked run at once when another
+    process approves its gate: the decision's inbox row rings the worker's doorbell."""
+    with ScriptedModelServer("gate-park") as server:
+        baton.env.update(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=MODEL_KEY, BATON_GATE_GRACE_SECONDS="1")
+        parked = baton("run", "go", "--repo", str(repo), "--no-wait", "--json")
+        assert parked.returncode == 4, parked.describe()
+        run_id = parked.json_lines()[0]["run_id"]
+        worker = baton.start("worker", "--interval", "600")
+        try:
+            assert worker[1].stderr is not None
+            for line in worker[1].stderr:  # up, and its first scan (at start) found no work
+                if "scanning every" in line:
+                    break
+            else:
+                pytest.fail("baton worker did not start")
+            [gate] = json.loads(baton.here(monkeypatch, "gates", "--status", "pending", "--json").stdout)
+            approved = baton.here(monkeypatch, "approve", gate["id"])
+            assert approved.returncode == 0, approved.describe()
+            _wait_for(lambda: run_status(baton.home / "baton.db", run_id) == "finished", timeout=90)
+            worker[1].send_signal(signal.SIGTERM)
+            stopped = baton.finish(worker, timeout=30)
+        finally:
+            baton.stop([worker])
+    assert stopped.returncode == 0, stopped.describe()
+    assert stopped.stderr.count(f"adopted run {run_id}") == 1, stopped.stderr
+    assert (repo / "approved.txt").exists()
+    assert not run_process_ids(run_id)
+
+
 def test_commands_that_only_read_never_launch_dbos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     for args in (("runs", "--json"), ("show", "run_nope"), ("logs", "run_nope"), ("send", "run_nope", "hi")):

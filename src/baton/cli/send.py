@@ -1,7 +1,7 @@
 """``baton send RUN MESSAGE``, ``baton close RUN``, ``baton cancel RUN``: commands through the run's inbox.
 
 They work from any process: the command is a row in the run's inbox, which the process
-executing the run takes within ``inbox_poll_seconds`` (docs/runs.md). Refused (exit 3, the code
+executing the run is woken to take (docs/runs.md "Waiting"). Refused (exit 3, the code
 on stderr) for a run that has ended (``run_not_running``); ``run_not_found`` for an unknown run.
 """
 

@@ -17,12 +17,18 @@ Each is continued in this process through ``Baton.resume`` (the continuation pro
 compare-and-set on ``runs.executor_id`` lets one adopter win), while this process executes
 fewer runs than its concurrency limit. A run whose workspace another live run holds is left
 for later (``workspace_busy``). A run with no work stays interrupted until ``baton resume``.
+
+Work that another process records arrives as an inbox row (a command; a gate decision is
+recorded with one), which wakes the adopter at once (:func:`baton.store.wakeups.inbox_wakeups`);
+the scan every ``interval`` is for what nothing announces: a process that died. A run found
+with no work (or refused, other than ``workspace_busy``) is not looked at again until a wake-up
+or until its status or executor changes, so a home full of interrupted runs costs one listing a
+scan.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
@@ -33,6 +39,7 @@ from baton.runs.executors import executor_alive
 from baton.runs.spec import spec_of_request
 from baton.store import Store
 from baton.store.records import RunRecord
+from baton.store.wakeups import inbox_wakeups
 
 if TYPE_CHECKING:
     from baton.runs.api import Baton
@@ -65,19 +72,27 @@ class Adopter:
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
         self.adopted: list[str] = []
         self._refused: dict[str, str] = {}  # run → the code last reported: a refusal is said once, not every scan
+        # Runs looked at and left (no work, or refused): not again until a wake-up or a change.
+        self._left: dict[str, tuple[str, str | None]] = {}
 
     async def candidates(self) -> list[RunRecord]:
         """Runs with a dead executor and work to do, oldest first."""
         store = self._baton.store
         found = []
-        for status in ADOPTABLE_STATUSES:
-            for record in await store.list_runs(status=status):
-                if executor_alive(record.executor_id, record.heartbeat_at):
-                    continue
-                if await has_work(store, record):
-                    found.append(record)
+        for record in await store.list_runs(status=ADOPTABLE_STATUSES):  # one query a scan
+            if executor_alive(record.executor_id, record.heartbeat_at):
+                continue
+            if self._left.get(record.id) == (record.status, record.executor_id):
+                continue
+            if await has_work(store, record):
+                found.append(record)
+            else:
+                self._leave(record)
         found.sort(key=lambda record: record.created_at)
         return found
+
+    def _leave(self, record: RunRecord) -> None:
+        self._left[record.id] = (record.status, record.executor_id)
 
     async def scan(self) -> list[str]:
         """One pass: adopt what fits under the limit; the ids adopted."""
@@ -97,6 +112,8 @@ class Adopter:
                 if self._refused.get(record.id) != exc.code:
                     self._refused[record.id] = exc.code
                     self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
+                if exc.code != "workspace_busy":  # that one frees when the other run ends: no wake-up
+                    self._leave(record)
                 continue
             self._refused.pop(record.id, None)
             adopted.append(handle.run_id)
@@ -105,11 +122,23 @@ class Adopter:
         return adopted
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Scan until ``stop`` is set."""
-        while not stop.is_set():
-            try:
-                await self.scan()
-            except BatonError as exc:
-                self._report(f"baton: adoption scan failed: {exc.code}: {exc.message}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._interval)
+        """Scan until ``stop`` is set: every ``interval``, and at once on an inbox wake-up."""
+        async with inbox_wakeups(self._baton.store) as wakeup:
+            while not stop.is_set():
+                if wakeup.event.is_set():  # new inbox rows: every run may have work now
+                    wakeup.event.clear()
+                    self._left.clear()
+                try:
+                    await self.scan()
+                except BatonError as exc:
+                    self._report(f"baton: adoption scan failed: {exc.code}: {exc.message}")
+                await _first(stop, wakeup.event, self._interval)
+
+
+async def _first(one: asyncio.Event, other: asyncio.Event, seconds: float) -> None:
+    waits = [asyncio.ensure_future(one.wait()), asyncio.ensure_future(other.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

@@ -2,8 +2,10 @@
 
 Writers (``post_command``: the CLI, the Python API, the HTTP server) insert a row; the executing
 process reads it (``InboxReader``) and takes what is new in one ``UPDATE … RETURNING``. On
-SQLite one watch per database file polls for every run read in the process (every
-``inbox_poll_seconds``, 20 ms by default): one indexed read of the ids above the last one seen,
+SQLite one watch per database file reads for every run read in the process when the
+database's doorbell rings (:mod:`baton.store.doorbell`: every inbox row committed on this
+machine rings it) and every ``FALLBACK_POLL_SECONDS`` (every ``inbox_poll_seconds``, 20 ms by
+default, when no doorbell could be made): one indexed read of the ids above the last one seen,
 on a private read-only connection in the event loop's thread (WAL readers never wait on the
 writer, and an idle run never takes the write lock), and it wakes the readers of the runs named.
 On Postgres each reader LISTENs on ``baton_inbox`` (``Store.inbox_put`` NOTIFYs the run id at
@@ -43,6 +45,7 @@ from baton.runs.executors import effective_status
 from baton.runs.parking import wake_local
 from baton.store import Store
 from baton.store._rundata import INBOX_CHANNEL
+from baton.store.doorbell import Doorbell, doorbell_dir
 
 __all__ = [
     "COMMAND_KINDS",
@@ -242,11 +245,13 @@ class InboxReader:
 
 
 class _SqliteWatch:
-    """SQLite: one poll per database file (and event loop) for every run read in this process.
+    """SQLite: one watch per database file (and event loop) for every run read in this process.
 
-    Each tick reads the inbox ids above the last one seen (the primary key: as cheap however
-    long the table grows; SQLite commits writers one at a time, so ids grow in commit order) on
-    a private read-only connection in the loop's thread, and wakes the readers of their runs.
+    Each time the doorbell rings, and on each tick, it reads the inbox ids above the last one
+    seen (the primary key: as cheap however long the table grows; SQLite commits writers one at
+    a time, so ids grow in commit order) on a private read-only connection in the loop's thread,
+    and wakes the readers of their runs. Ticks: every ``FALLBACK_POLL_SECONDS`` with a doorbell
+    (a ring lost), every ``interval`` without one.
     """
 
     _open: ClassVar[dict[tuple[int, str], _SqliteWatch]] = {}
@@ -257,6 +262,8 @@ class _SqliteWatch:
         self._last_id = last_id
         self._interval = interval
         self._readers: dict[int, set[asyncio.Event]] = {}
+        self._rung = asyncio.Event()
+        self._bell = Doorbell.join(doorbell_dir(key[1]), self._rung)
         self._task = asyncio.create_task(self._poll(), name="baton-inbox-watch")
 
     @classmethod
@@ -298,6 +305,8 @@ class _SqliteWatch:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        if self._bell is not None:
+            self._bell.leave(self._rung)
         self._connection.close()
 
     def waiting(self, run_key: int) -> bool | None:
@@ -311,7 +320,11 @@ class _SqliteWatch:
 
     async def _poll(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
+            interval = self._interval if self._bell is None else max(self._interval, FALLBACK_POLL_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._rung.wait()
+            self._rung.clear()  # before the read: a ring during it is seen by the next wait
             try:
                 rows = self._connection.execute(
                     "SELECT id, run_key FROM inbox WHERE id > ? ORDER BY id", (self._last_id,)

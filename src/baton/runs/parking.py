@@ -13,7 +13,10 @@ no executor holds it — a parked run is only its rows (the run, its log, its ga
 wants it to go on (``baton run`` waiting through parks, ``baton resume``, a worker) waits with
 :func:`wait_for_decision` without a timeout and then resumes it (``Baton.resume``): the
 continuation prompt names the decided calls (:func:`decided_calls`) and the host allows a
-re-proposed call whose ``bound_input_hash`` matches an approved gate.
+re-proposed call whose ``bound_input_hash`` matches an approved gate. That waiter is woken by
+the inbox row the decision is recorded with (:func:`baton.store.wakeups.inbox_wakeups`: SQLite's
+doorbell, Postgres' ``LISTEN``) and reads its gates only then, or every
+``PARKED_FALLBACK_SECONDS`` (``PARKED_POLL_SECONDS`` while no wake-up can arrive).
 
 These are plain async functions over the store, so a durable workflow can call them too.
 """
@@ -29,6 +32,7 @@ from typing import Final
 
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.store import Store
+from baton.store.wakeups import Wakeup, inbox_wakeups
 
 __all__ = [
     "DecidedCall",
@@ -40,7 +44,8 @@ __all__ = [
     "watch_gate",
 ]
 
-PARKED_POLL_SECONDS: Final = 0.05  # a parked run's waiter reads its gates this often (one indexed read)
+PARKED_POLL_SECONDS: Final = 0.05  # a parked run's waiter reads its gates this often while no wake-up can arrive
+PARKED_FALLBACK_SECONDS: Final = 5.0  # … and this often when one can (a wake-up lost)
 _IN_PROCESS_POLL_SECONDS: Final = 0.5  # an in-process waiter re-reads its gate this often (a lost wake-up)
 
 _waiters: dict[str, set[asyncio.Event]] = {}
@@ -86,11 +91,15 @@ async def wait_for_decision(
     within: float | None,
     stop: asyncio.Event | None = None,
     poll_seconds: float = _IN_PROCESS_POLL_SECONDS,
+    wakeup: Wakeup | None = None,
+    fallback_seconds: float = PARKED_FALLBACK_SECONDS,
 ) -> GateRecord | None:
     """The gate once it is no longer pending, or None after ``within`` s (or when ``stop`` is set).
 
     A gate whose ``expires_at`` passes while waiting is expired here (a denial with reason
-    ``timeout``), so a waiter never outlives its gate.
+    ``timeout``), so a waiter never outlives its gate. ``wakeup``: inbox wake-ups (another
+    process's decision); while it is live the gate is read on each and every
+    ``fallback_seconds``, else every ``poll_seconds``.
     """
     ledger = GateLedger(store)
     loop = asyncio.get_running_loop()
@@ -98,13 +107,15 @@ async def wait_for_decision(
     with watch_gate(gate_id) as woken:
         while True:
             woken.clear()  # before the read: a wake-up during it is seen by the next wait
+            if wakeup is not None:
+                wakeup.event.clear()
             handed = _decided.pop(gate_id, None)
             gate = handed if handed is not None else await ledger.get(gate_id)
             if gate.status != "pending":
                 return gate
             if stop is not None and stop.is_set():
                 return None
-            wait = poll_seconds
+            wait = fallback_seconds if wakeup is not None and wakeup.live else poll_seconds
             expires_in = _seconds_until(gate.expires_at)
             if expires_in is not None:
                 if expires_in <= 0:
@@ -116,7 +127,7 @@ async def wait_for_decision(
                 if left <= 0:
                     return None
                 wait = min(wait, left)
-            await _first_set((woken, stop), wait)
+            await _first_set((woken, stop, None if wakeup is None else wakeup.event), wait)
 
 
 async def pending_gates(store: Store, run_id: str) -> list[GateRecord]:
@@ -127,17 +138,32 @@ async def pending_gates(store: Store, run_id: str) -> list[GateRecord]:
 
 
 async def wait_for_decisions(
-    store: Store, run_id: str, *, poll_seconds: float = PARKED_POLL_SECONDS, stop: asyncio.Event | None = None
+    store: Store,
+    run_id: str,
+    *,
+    poll_seconds: float = PARKED_POLL_SECONDS,
+    stop: asyncio.Event | None = None,
+    fallback_seconds: float = PARKED_FALLBACK_SECONDS,
 ) -> bool:
     """Wait until the parked run has no pending gate (every one decided or expired); False if ``stop`` was set."""
-    while True:
-        pending = await pending_gates(store, run_id)
-        if not pending:
-            return True
-        for gate in pending:
-            decided = await wait_for_decision(store, run_id, gate.id, within=None, stop=stop, poll_seconds=poll_seconds)
-            if decided is None:
-                return False
+    async with inbox_wakeups(store, run_id) as wakeup:
+        while True:
+            pending = await pending_gates(store, run_id)
+            if not pending:
+                return True
+            for gate in pending:
+                decided = await wait_for_decision(
+                    store,
+                    run_id,
+                    gate.id,
+                    within=None,
+                    stop=stop,
+                    poll_seconds=poll_seconds,
+                    wakeup=wakeup,
+                    fallback_seconds=fallback_seconds,
+                )
+                if decided is None:
+                    return False
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,18 @@ Steps are coarse (a whole execution, never an event): each DBOS operation costs 
 Only processes that execute runs launch DBOS (:func:`acquire`), each with its own executor id
 (:func:`~baton.runs.executors.this_executor_id`: pid and start time, so no other process ever
 has it, and DBOS's launch-time recovery of "its own" pending workflows finds none). Every run
-this process executes goes through its own queue, limited to ``BATON_CONCURRENCY`` runs at
-once: a burst waits ``queued``. The queue is private to the process (named after its executor
-id, registered before launch so it is polled from the start): a run is executed by the process
-that took it over (a compare-and-set on ``runs.executor_id``), never by whichever DBOS process
-dequeues first. Taking over a dead executor's run starts a new attempt and cancels the dead
-attempt's workflow, so nothing recovers it behind baton's back.
+this process executes starts its workflow at once (``DBOS.start_workflow_async``: in this
+process, on this loop), and the workflow waits for one of the process's ``BATON_CONCURRENCY``
+slots before its step: a burst waits ``queued``, with no poll (a DBOS queue is polled, ~3 ms
+of CPU a poll: 5-7 % of a core idle at the 50 ms a prompt start needs). A run is executed by
+the process that took it over (a compare-and-set on ``runs.executor_id``), never by another.
+Taking over a dead executor's run starts a new attempt and cancels the dead attempt's
+workflow, so nothing recovers it behind baton's back.
+
+DBOS's own background loops are slowed where baton uses nothing they serve (:func:`_quiet`):
+its internal queue (scheduled workflows, Kafka, ``resume_workflow``) and its background jobs
+(delayed workflows, workflow timeouts) run every ``DBOS_IDLE_POLL_SECONDS``, its scheduler
+every 30 s from the start.
 
 DBOS's system database is its own SQLite file under ``BATON_HOME`` (``dbos.sqlite``, WAL) —
 sharing baton's file stalled for seconds when measured — or, on Postgres, the same database as
@@ -32,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import sqlite3
 import sys
@@ -66,16 +71,16 @@ APP_NAME: Final = "baton"
 # baton must still be recoverable after an upgrade (DBOS's default hashes the source).
 APPLICATION_VERSION: Final = "baton-run-1"
 HEARTBEAT_SECONDS: Final = 30.0  # runs.heartbeat_at is refreshed this often (remote executors' liveness)
-QUEUE_POLL_SECONDS: Final = 0.05  # how soon a queued run starts once a slot is free
 # DBOS's notification listener sleeps this long between polls and DBOS.destroy() joins it: at
 # DBOS's default (1 s) every executing process took up to a second more to shut down. baton
 # waits on no DBOS notification, so a poll is a look at two empty maps.
 NOTIFICATION_POLL_SECONDS: Final = 0.05
+# DBOS's internal queue and its background jobs (at 1 s each by default) serve nothing baton uses.
+DBOS_IDLE_POLL_SECONDS: Final = 30.0
 
 Execute = Callable[[], Awaitable[RunOutcome]]
 Adopt = Callable[[str], Awaitable[Execute]]
 
-_launches = itertools.count(1)
 _active: DurableRuntime | None = None
 _users = 0
 
@@ -106,8 +111,61 @@ async def _execute_step(run_id: str) -> dict[str, Any]:
 async def _run_workflow(run_id: str) -> dict[str, Any]:
     """start → turns → finish, or park: a parked run is only its rows (baton.runs.parking), and
     whoever continues it once its gates are decided — ``baton run`` waiting through the park,
-    ``baton resume``, a worker adopting it — does so in a new attempt."""
-    return await _execute_step(run_id)
+    ``baton resume``, a worker adopting it — does so in a new attempt.
+
+    It first waits ``queued`` for a slot of this process (no DBOS operation: the step structure
+    is unchanged); a run dropped meanwhile (cancelled, its ``Baton`` closing) never starts."""
+    runtime = current()
+    if not await runtime.slots.take(run_id):
+        return _outcome_data(RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="not started"))
+    try:
+        return await _execute_step(run_id)
+    finally:
+        runtime.slots.release()
+
+
+class Slots:
+    """At most ``limit`` runs executing at once in this process; the others wait, in order.
+
+    No polling: a waiter is a future, handed its slot by :meth:`release`, or ``False`` by
+    :meth:`drop` (the run will not start).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._waiting: dict[str, asyncio.Future[bool]] = {}  # in arrival order
+
+    async def take(self, key: str) -> bool:
+        """Wait for a slot (True), or until ``key`` is dropped (False)."""
+        if self.held < self.limit and not self._waiting:
+            self.held += 1
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting[key] = waiter
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if self._waiting.get(key) is waiter:
+                del self._waiting[key]
+            if waiter.done() and not waiter.cancelled() and waiter.result():
+                self.release()  # handed a slot as the cancel arrived: hand it on
+            raise
+
+    def drop(self, key: str) -> None:
+        """``key`` will not start: its wait ends with False."""
+        waiter = self._waiting.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(False)
+
+    def release(self) -> None:
+        self.held -= 1
+        while self._waiting and self.held < self.limit:
+            key = next(iter(self._waiting))
+            waiter = self._waiting.pop(key)
+            if not waiter.done():
+                self.held += 1
+                waiter.set_result(True)
 
 
 class DurableRuntime:
@@ -119,11 +177,10 @@ class DurableRuntime:
         # singleton; only tests and embedders open two homes at once). Runs then execute as plain
         # tasks under the same limit — still durable through their log and resume, not workflows.
         self.durable = durable
-        self._slots = asyncio.Semaphore(concurrency)
+        self.slots = Slots(concurrency)
         self.concurrency = concurrency
         self.sys_db_url = sys_db_url
         self.executor_id = this_executor_id()
-        self.queue_name = f"baton-{self.executor_id.split(':', 3)[3].replace(':', '-')}-{next(_launches)}"
         # Per run: the store it lives in and what prepares an execution when the process holds none.
         self._stores: dict[str, Store] = {}
         self._adopters: dict[str, Adopt] = {}
@@ -133,7 +190,6 @@ class DurableRuntime:
         self._workflows: dict[str, str] = {}  # run id → the workflow id of its current attempt
         self._heartbeat: asyncio.Task[None] | None = None
         self._local: set[asyncio.Task[None]] = set()
-        self._queue: Any = None
 
     # Launch and shutdown.
 
@@ -155,12 +211,8 @@ class DurableRuntime:
         if self.sys_db_url.startswith("sqlite:"):
             config["sys_db_pool_size"] = 2
         dbos = DBOS(config=config)
-        DBOS.listen_queues([])  # no database-backed queue: only this process's own, below
-        # A queue only this process polls, registered before launch so its worker starts at once
-        # (a database-backed queue is discovered up to a second later). Pinned DBOS: private API.
-        self._queue = dbos._registry._register_internal_queue(
-            self.queue_name, worker_concurrency=self.concurrency, polling_interval_sec=QUEUE_POLL_SECONDS
-        )
+        DBOS.listen_queues([])  # no database-backed queue: runs start their workflows directly
+        _quiet(dbos)
         DBOS.launch()
 
     async def shutdown(self) -> None:
@@ -188,9 +240,6 @@ class DurableRuntime:
         for future in self._results.values():
             if not future.done():
                 future.cancel()
-        with contextlib.suppress(Exception):
-            if dbos is not None:
-                dbos._registry.internal_queue_map.pop(self.queue_name, None)
         DBOS.destroy(workflow_completion_timeout_sec=0)
         # DBOS made its thread pool the loop's default executor and has shut it down: let the
         # loop make a new one, or every later asyncio.to_thread on this loop fails.
@@ -234,13 +283,17 @@ class DurableRuntime:
             self._local.add(asyncio.create_task(self._execute_locally(run_id), name=f"baton-local-{run_id}"))
             return future
         with SetWorkflowID(workflow_id):
-            await self._queue.enqueue_async(_run_workflow, run_id)
+            await DBOS.start_workflow_async(_run_workflow, run_id)
         return future
 
     async def _execute_locally(self, run_id: str) -> None:
-        async with self._slots:
+        if not await self.slots.take(run_id):
+            return
+        try:
             if run_id in self._pending:
                 await self.execute(run_id)
+        finally:
+            self.slots.release()
 
     async def next_attempt(self, run_id: str) -> int:
         """The attempt number of a run taken over; earlier attempts left by dead executors are cancelled."""
@@ -284,6 +337,7 @@ class DurableRuntime:
         for run_id in list(self._pending):
             if run_ids is None or run_id in run_ids:
                 self._pending.pop(run_id)
+                self.slots.drop(run_id)
                 future = self._results.get(run_id)
                 if future is not None and not future.done():
                     future.cancel()
@@ -292,6 +346,7 @@ class DurableRuntime:
         """Runs of ``run_ids`` still waiting for a slot never start: ``cancelled`` (``not_started``)."""
         for run_id in [queued for queued in self._pending if queued in run_ids]:
             self._pending.pop(run_id, None)
+            self.slots.drop(run_id)
             future = self._results.get(run_id)
             if future is not None and not future.done():
                 future.cancel()
@@ -316,6 +371,22 @@ class DurableRuntime:
             for run_id in sorted(self.executing):
                 with contextlib.suppress(Exception):
                     await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
+
+
+def _quiet(dbos: DBOS) -> None:
+    """Slow DBOS's loops that serve nothing baton uses (pinned DBOS: private names), before launch.
+
+    Its internal queue (scheduled workflows, Kafka, ``resume_workflow``: none used) is polled,
+    and its background jobs (delayed workflows, workflow timeouts: none used) run, every
+    ``DBOS_IDLE_POLL_SECONDS`` instead of every second; its scheduler (no schedules) skips its
+    first minute of polls every second (it polls every 30 s after). All stop at once on
+    ``DBOS.destroy``.
+    """
+    from dbos import _scheduler, _workflow_commands
+
+    dbos._registry.get_internal_queue()._polling_interval_sec = DBOS_IDLE_POLL_SECONDS
+    _workflow_commands._BACKGROUND_JOBS_INTERVAL_SEC = DBOS_IDLE_POLL_SECONDS
+    _scheduler._STARTUP_FAST_POLL_DURATION_SEC = 0.0
 
 
 def _dbos_instance() -> Any:

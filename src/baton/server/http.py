@@ -1,12 +1,15 @@
 """Serving the application with uvicorn, so that shutdown also ends the event streams.
 
 uvicorn waits for open connections before it shuts the application down, and an event stream
-never ends by itself: :class:`BatonServer` tells the streams to end first.
+never ends by itself: :class:`BatonServer` tells the streams to end first. uvicorn's main loop
+looks at ``should_exit`` every 0.1 s (most of an idle server's CPU); :class:`BatonServer`'s
+waits until ``should_exit`` is set (it wakes the loop) or a second passes (the date header).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from types import FrameType
@@ -78,8 +81,33 @@ class BatonServer(uvicorn.Server):
             http=HttpProtocol,
             h11_max_incomplete_event_size=max_header_bytes,
         )
+        self._exit_asked: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         super().__init__(config)
         self._draining: asyncio.Event = app.state.draining
+
+    @property
+    def should_exit(self) -> bool:
+        return self._should_exit
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        # Set from a signal handler or another thread (tests, benchmarks): wake main_loop.
+        self._should_exit = value
+        if value and self._loop is not None and self._exit_asked is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                self._loop.call_soon_threadsafe(self._exit_asked.set)
+
+    async def main_loop(self) -> None:
+        """uvicorn's, without its 0.1 s tick: on_tick once a second (it refreshes the date header
+        when its counter is a multiple of 10) and as soon as ``should_exit`` is set."""
+        self._exit_asked, self._loop = asyncio.Event(), asyncio.get_running_loop()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 10) % 864000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._exit_asked.wait()
 
     @property
     def bound_port(self) -> int:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
+from baton.store.doorbell import ring_after_commit
 from baton.store.engine import READ_ONLY
 from baton.store.records import TaskRecord
 from baton.store.tables import conversation_state, inbox, runner_events, runs, snapshots, tasks
@@ -125,6 +126,8 @@ def inbox_insert(connection: Connection, run_key: int, run_id: str, kind: str, p
     message_id = connection.execute(insert(inbox).values(**values).returning(inbox.c.id)).scalar_one()
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_notify(:channel, :run_id)"), {"channel": INBOX_CHANNEL, "run_id": run_id})
+    else:  # SQLite: the local waiters' doorbells, once this transaction has committed
+        ring_after_commit(connection.info)
     return int(message_id)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.engine import Connection
 
 from baton.errors import UsageError
+from baton.store.doorbell import doorbell_dir, on_checkin
 
 __all__ = ["BUSY_TIMEOUT_MS", "READ_ONLY", "make_engine"]
 
@@ -49,6 +50,14 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
     event.listen(engine, "connect", _on_sqlite_connect)
     event.listen(engine, "begin", _on_sqlite_begin)
+    doorbells = doorbell_dir(parsed.database)
+
+    def ring_committed(_dbapi_connection: Any, record: Any) -> None:
+        # After the commit: a transaction that wrote an inbox row wakes the local waiters.
+        if record is not None:
+            on_checkin(doorbells, record.info)
+
+    event.listen(engine, "checkin", ring_committed)
     return engine
 
 

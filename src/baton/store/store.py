@@ -217,8 +217,8 @@ class Store:
         """The run, or ``NotFoundError("run_not_found")``."""
         return await asyncio.to_thread(self._get_run, run_id)
 
-    async def list_runs(self, status: str | None = None) -> list[RunRecord]:
-        """Runs in creation order, optionally only those with ``status``."""
+    async def list_runs(self, status: str | tuple[str, ...] | None = None) -> list[RunRecord]:
+        """Runs in creation order, optionally only those with ``status`` (or any of several)."""
         return await asyncio.to_thread(self._list_runs, status)
 
     async def update_run(self, run_id: str, **fields: Any) -> RunRecord:
@@ -353,9 +353,11 @@ class Store:
             raise NotFoundError("run_not_found", f"no run {run_id}")
         return _record(row)
 
-    def _list_runs(self, status: str | None) -> list[RunRecord]:
+    def _list_runs(self, status: str | tuple[str, ...] | None) -> list[RunRecord]:
         query = select(*_RECORD_COLUMNS).order_by(runs.c.run_key)
-        if status is not None:
+        if isinstance(status, tuple):
+            query = query.where(runs.c.status.in_(status))
+        elif status is not None:
             query = query.where(runs.c.status == status)
         with self.engine.connect().execution_options(**READ_ONLY) as connection:
             return [_record(row) for row in connection.execute(query)]

@@ -39,6 +39,7 @@ __all__ = ["RecordedRequest", "ScriptedModelServer"]
 _SECRET_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
 _REDACTED = "[redacted]"
 _IDLE_TIMEOUT = 600.0  # seconds a keep-alive connection may idle before its thread gives up
+_POLL_SECONDS = 1.0  # serve_forever's select timeout (stop() wakes it at once)
 _ErrorBody = Callable[[Failure], tuple[int, dict[str, Any]]]  # an API's (status, body) for a scripted failure
 
 
@@ -100,7 +101,7 @@ class ScriptedModelServer:
             raise RuntimeError("a model server starts once")
         self._listener = _Listener(self._address, self, self._ssl_context)
         self._thread = threading.Thread(
-            target=self._listener.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=self._listener.serve_forever, kwargs={"poll_interval": _POLL_SECONDS}, daemon=True
         )
         self._thread.start()
         return self
@@ -110,7 +111,15 @@ class ScriptedModelServer:
         listener, self._listener, self._stopped = self._listener, None, True
         if listener is None:
             return
-        listener.shutdown()
+        # serve_forever looks at its stop flag when its select returns: a connection makes it
+        # return at once, so it may wait long (idle, it costs nothing) and still stop at once.
+        host, port = listener.server_address[:2]
+        stopping = threading.Thread(target=listener.shutdown, daemon=True)
+        stopping.start()
+        while stopping.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection((str(host), int(port)), timeout=1).close()
+            stopping.join(0.05)
         listener.close_connections()
         listener.server_close()
         if self._thread is not None:
