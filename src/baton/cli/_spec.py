@@ -62,6 +62,7 @@ def build_spec(
     task_id: str | None = None,
     run_id: str | None = None,
     owner: str | None = None,
+    scenario: str | None = None,
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
     agent_command: tuple[str, ...] = ()
@@ -94,4 +95,5 @@ def build_spec(
         run_mode=run_mode,
         run_id=run_id,
         owner=owner,
+        scenario=scenario,
     )

@@ -64,6 +64,7 @@ class Adopter:
         self._interval = interval
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
         self.adopted: list[str] = []
+        self._refused: dict[str, str] = {}  # run id → the code last reported for it (said once, not every scan)
 
     async def candidates(self) -> list[RunRecord]:
         """Runs with a dead executor and work to do, oldest first."""
@@ -93,8 +94,11 @@ class Adopter:
             try:
                 handle = await self._baton.resume(record.id)
             except BatonError as exc:  # another adopter won (run_active), or the workspace is busy
-                self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
+                if self._refused.get(record.id) != exc.code:
+                    self._report(f"baton: not adopting run {record.id}: {exc.code}: {exc.message}")
+                self._refused[record.id] = exc.code
                 continue
+            self._refused.pop(record.id, None)
             adopted.append(handle.run_id)
             self.adopted.append(handle.run_id)
             self._report(f"baton: adopted run {handle.run_id} ({record.status}, executor {record.executor_id} gone)")

@@ -101,8 +101,10 @@ class RunExecution:
         idle_seconds: float = 1800.0,
         gate_grace_seconds: float = 30.0,
         gate_expiry_seconds: float = 86400.0,
+        model_source: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
+        self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
         self._gates: RunGates | None = None
@@ -170,6 +172,8 @@ class RunExecution:
             if spec.agent_command:
                 opening["agent_command"] = list(spec.agent_command)
                 opening["trust_agent_permissions"] = spec.trust_agent_permissions
+            if self._model_source is not None:
+                opening["model_source"] = self._model_source
             self._note("run_started", opening)
         if self._resume is not None:
             self._note("resume", self._resume)

@@ -56,6 +56,7 @@ UPDATABLE_FIELDS: Final = frozenset(
         "owner",
         "executor_id",
         "heartbeat_at",
+        "request",
     }
 )
 _RECORD_COLUMNS: Final = [column for column in runs.c if column.name != "run_key"]
