@@ -601,10 +601,13 @@ class Baton:
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
         return await export_run(self.store, self.settings, run_id, Path(path), executing=executing)
 
-    async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
+    async def import_run(
+        self, path: Path, *, repo: Path | None = None, base_repo: Path | None = None, force: bool = False
+    ) -> ImportResult:
         """Recreate an exported run here (same id; ``run_exists`` if this home has it), its latest
-        snapshot restored into ``repo`` (default: the run's recorded repository), ready to resume."""
-        return await import_run(self.store, self.settings, Path(path), repo=repo, force=force)
+        snapshot restored into ``repo`` (default: the run's recorded repository; the base commit's
+        files from its own repository, else from ``base_repo``), ready to resume."""
+        return await import_run(self.store, self.settings, Path(path), repo=repo, base_repo=base_repo, force=force)
 
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 
