@@ -37,7 +37,14 @@ DenyOption = Annotated[list[str] | None, typer.Option("--deny", help="Deny rule,
 BudgetUsdOption = Annotated[
     float | None, typer.Option("--budget-usd", help="Ask to continue once the run costs this much (USD).")
 ]
-MaxTurnsOption = Annotated[int | None, typer.Option("--max-turns", help="Ask to continue after this many model turns.")]
+MaxTurnsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        help="Ask to continue after this many model turns (Claude: requests to the model, stopped before the "
+        "next; other agents: prompt turns).",
+    ),
+]
 MaxSecondsOption = Annotated[
     float | None,
     typer.Option("--max-seconds", help="Ask to continue once the run's turns took this long (checked mid-turn)."),

@@ -24,7 +24,14 @@ from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry, utc_timestamp
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
-from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
+from baton.gates.budget import (
+    Budget,
+    Spend,
+    claude_budget_left,
+    claude_turns_left,
+    require_supported,
+    spend_from_log,
+)
 from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
@@ -287,6 +294,7 @@ class Baton:
                 launch_dir=run_dir / "launch",
                 model=spec.model,
                 max_budget_usd=spec.budget_usd,
+                max_turns=spec.budget_turns,
                 permission_mode=spec.permission_mode,
                 hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             )
@@ -497,7 +505,7 @@ class Baton:
         else:
             assert binary is not None
             gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
-            spent = spend_from_log(await self.log.read(plan.run_id)).usd
+            spent = spend_from_log(await self.log.read(plan.run_id))
             agent = InProcessClaude(self._resumed_claude(plan, model, api_key, binary, spent))
         execution = self._execution(
             plan.run_id,
@@ -534,14 +542,14 @@ class Baton:
             assert binary is not None
             params: ResumeParams = {**plan.params, "path": "rebuilt"}
             prompt = rebuilt_prompt(plan.conversation, params["prompt"])
-            spent = spend_from_log(await self.log.read(plan.run_id)).usd
+            spent = spend_from_log(await self.log.read(plan.run_id))
             fresh = replace(plan, resume_session_id=None, continues_deferred=False)
             return InProcessClaude(self._resumed_claude(fresh, model, api_key, binary, spent)), params, prompt
 
         return rebuilt
 
     def _resumed_claude(
-        self, plan: ResumePlan, model: ModelEndpoint, api_key: str, binary: Path, spent_usd: float | None = None
+        self, plan: ResumePlan, model: ModelEndpoint, api_key: str, binary: Path, spent: Spend
     ) -> ClaudeLaunch:
         run_dir = self.settings.run_dir(plan.run_id)
         env = claude_environment(
@@ -559,7 +567,8 @@ class Baton:
             launch_dir=run_dir / "launch",
             model=plan.spec.model,
             # a resumed Claude counts only its own spend against max_budget_usd: what is left
-            max_budget_usd=claude_budget_left(plan.spec.budget_usd, spent_usd),
+            max_budget_usd=claude_budget_left(plan.spec.budget_usd, spent.usd),
+            max_turns=claude_turns_left(plan.spec.budget_turns, spent.turns),
             permission_mode=plan.spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
