@@ -10,7 +10,7 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
-    │                         run_not_resumable, run_exists,
+    │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
@@ -92,6 +92,7 @@ class RefusedError(BatonError):
             "run_ended",
             "run_not_resumable",
             "run_exists",
+            "base_commit_missing",
             "rate_limited",
             "body_too_large",
             "headers_too_large",

@@ -44,3 +44,27 @@ def test_a_reached_budget_parks_then_continue_and_resume_finish_the_run(baton: B
     assert finished["type"] == "task.finished" and "hi" in finished["data"]["result"]
     shown = json.loads(baton("show", gate["run_id"], "--json").stdout)
     assert shown["status"] == "finished"
+
+
+@pytest.mark.timeout(300)
+def test_a_run_stopped_at_its_turns_budget_keeps_its_cost(baton: BatonCLI, tmp_path: Path) -> None:
+    """``--max-turns 2 --scenario demo``: Claude stops after two model turns (the gate says
+    ``turns 2 of 2``); denied, the run fails ``budget_exhausted`` with what it cost."""
+    from baton.demo import PROMPT, TEST_RULE, prepare_sample_repo
+
+    repo = prepare_sample_repo(tmp_path / "calc")
+    run = baton(
+        "run", PROMPT, "--repo", str(repo), "--scenario", "demo", "--mode", "acceptEdits", "--allow", TEST_RULE,
+        "--max-turns", "2", "--no-wait", "--json",
+    )  # fmt: skip
+    assert run.returncode == 4, run.describe()
+    [gate] = json.loads(baton("gates", "--status", "pending", "--json").stdout)
+    assert gate["summary"].startswith("Budget reached: turns 2 of 2.")
+    spent = gate["input"]["spent"]["usd"]
+    assert spent == pytest.approx(0.0016)  # two model requests
+    assert baton("deny", gate["id"]).returncode == 0
+    resumed = baton("resume", gate["run_id"])
+    assert resumed.returncode == 1, resumed.describe()
+    assert "budget_exhausted" in resumed.stdout and "cost $0.0016" in resumed.stdout, resumed.describe()
+    shown = json.loads(baton("show", gate["run_id"], "--json").stdout)
+    assert shown["status"] == "failed" and shown["total_cost_usd"] == pytest.approx(spent)

@@ -12,6 +12,7 @@ from baton.gates.budget import (
     Spend,
     check_budget,
     claude_budget_left,
+    claude_turns_left,
     continued_budget,
     require_supported,
     spend_from_log,
@@ -61,6 +62,15 @@ def test_turns_count_the_agents_model_turns_or_one_per_prompt() -> None:
     reached = check_budget(Budget(turns=4, usd=10), spend)
     assert reached is not None and reached.limits == ("turns",)
     assert check_budget(Budget(turns=50), spend, subtype="error_max_turns") is not None
+
+
+def test_claude_stopped_at_max_turns_counts_only_the_turns_it_made() -> None:
+    spend = Spend()  # Claude Code given max_turns 2 reports num_turns 3: the one it did not start
+    spend.add_turn({"num_turns": 3, "subtype": "error_max_turns", "usage": {"input_tokens": 200}}, 0.0)
+    spend.add_turn({"num_turns": 1, "subtype": "success", "usage": {"input_tokens": 100, "speed": "x"}}, 0.0)
+    assert spend.turns == 3 and spend.usage == {"input_tokens": 300}  # token counts add up over turns
+    assert claude_turns_left(5, spend.turns) == 2 and claude_turns_left(3, spend.turns) == 1
+    assert claude_turns_left(None, spend.turns) is None
 
 
 def test_seconds_are_the_turns_time() -> None:

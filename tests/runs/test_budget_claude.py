@@ -60,23 +60,30 @@ async def test_a_usd_budget_reached_parks_the_run_and_continue_finishes_it(setti
     assert [r.step for r in server.requests if r.scenario][:2] == [0, 1]
 
 
-async def test_a_turns_budget_counted_by_baton_opens_the_gate(settings: Settings, repo: Path) -> None:
-    with scripted(settings, "write-and-run") as (configured, _):
+async def test_a_turns_budget_stops_claude_at_its_model_turns(settings: Settings, repo: Path) -> None:
+    with scripted(settings, "write-and-run") as (configured, server):
         async with Baton(configured) as baton:
             spec = RunSpec(
                 prompt="go", repo=repo, permission_mode="acceptEdits", allow=("Bash(echo:*)",), budget_turns=2
             )
             handle = await baton.start(spec)
             parked = await handle.wait(through_parks=False)
+            at_park = [r.step for r in server.requests if r.scenario]
             [gate] = await GateLedger(baton.store).list(run_id=handle.run_id)
+            record = await baton.store.get_run(handle.run_id)
             await GateLedger(baton.store).decide(
                 gate.id, {"decision": "continue", "budget": {"turns": 10}}, decided_by="test"
             )
             assert await handle.continue_parked(parked) is None
             outcome = await handle.wait()
-    # the one turn took Claude three model turns: past the budget of 2, checked when it ended
+            entries = await baton.log.read(handle.run_id)
+    # The scenario takes three model turns; Claude stops before the third model request.
+    assert at_park == [0, 1]
     assert parked.status == "paused" and gate.input is not None
-    assert gate.input["limits"] == ["turns"] and gate.input["spent"]["turns"] == 3
+    assert gate.input["limits"] == ["turns"] and gate.input["spent"]["turns"] == 2
+    assert gate.summary.startswith("Budget reached: turns 2 of 2.")
+    assert params_of(entries, "_baton/usage")[0]["subtype"] == "error_max_turns"
+    assert record.total_cost_usd == pytest.approx(0.0016)  # a parked run's row has its cost so far
     assert outcome.status == "finished", outcome
 
 
@@ -102,8 +109,15 @@ async def test_a_denied_budget_gate_ends_the_run_as_budget_exhausted(settings: S
             assert await handle.continue_parked(parked) is None
             outcome = await handle.wait()
             entries = await baton.log.read(handle.run_id)
+            record = await baton.store.get_run(handle.run_id)
+            events = [event async for event in baton.events(handle.run_id)]
     assert outcome.status == "failed" and outcome.code == "budget_exhausted", outcome
     assert outcome.exit_code == 1 and gate.id in (outcome.message or "")
+    # What the run spent stays its cost: on the outcome, the row and the final event.
+    assert outcome.total_cost_usd == pytest.approx(0.0016) and record.total_cost_usd == pytest.approx(0.0016)
+    failed = events[-1]
+    assert failed["type"] == "task.failed" and failed["data"]["total_cost_usd"] == pytest.approx(0.0016)
+    assert failed["data"]["usage"]["output_tokens"] > 0 and failed["data"]["usage"]["input_tokens"] > 0
     [resolved] = params_of(entries, "_baton/gate_resolved")
     assert resolved["gate_id"] == gate.id and resolved["decision"] == "deny" and resolved["reason"] == "too expensive"
     assert len(server.requests) == requests  # no further turn

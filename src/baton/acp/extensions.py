@@ -34,6 +34,7 @@ class RunStartedParams(TypedDict):
     prompt: NotRequired[str]  # the task as the user gave it
     agent_command: NotRequired[list[str]]  # --agent-cmd
     trust_agent_permissions: NotRequired[bool]  # only what that agent asks is gated
+    model_source: NotRequired[dict[str, Any]]  # where the model comes from (baton.runs.model_source)
 
 
 class AgentSessionParams(TypedDict):
@@ -77,6 +78,7 @@ class ResumeParams(TypedDict):
     interrupted_calls: list[str]
     prompt: str
     decided_gates: NotRequired[list[str]]  # gates decided while the run was parked (or its process dead)
+    model_source: NotRequired[dict[str, Any]]  # where this execution's model comes from
 
 
 def notification(name: str, params: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from baton.config import Settings
 from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
 
-__all__ = ["PreparedAgent", "SubprocessLaunch", "model_endpoint", "prepare_subprocess_agent"]
+__all__ = ["PreparedAgent", "SubprocessLaunch", "credentials_missing", "model_endpoint", "prepare_subprocess_agent"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,17 @@ _CREDENTIALS = {
 }
 
 
+def credentials_missing(provider: str) -> RefusedError:
+    """``model_credentials_missing`` for a run on a real model API whose process has no key."""
+    key, url = _CREDENTIALS.get(provider, _CREDENTIALS["openai"])
+    return RefusedError(
+        "model_credentials_missing",
+        f"no model credentials: set {key} (and {url} for another endpoint) where the run executes; "
+        "for baton's scripted model, start the run with --scenario NAME (a run remembers its scenario) "
+        "or continue it with `baton resume RUN --scenario NAME`",
+    )
+
+
 def model_endpoint(entry: AgentEntry, settings: Settings, parent: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(base URL, API key) of the model API the agent calls (its registry ``provider``)."""
     if entry.provider == "anthropic":
@@ -98,12 +109,7 @@ def prepare_subprocess_agent(
         )
     base_url, api_key = model_endpoint(entry, settings, parent)
     if not api_key and entry.provider != "none":
-        variables = _CREDENTIALS.get(entry.provider, ("OPENAI_API_KEY", "OPENAI_BASE_URL"))
-        raise RefusedError(
-            "model_credentials_missing",
-            f"no model credentials: set {variables[0]} (and {variables[1]} for another endpoint), "
-            "or pass --scenario NAME to use baton's scripted model",
-        )
+        raise credentials_missing(entry.provider)
     return PreparedAgent(
         entry=entry,
         setting=setting,

@@ -37,7 +37,14 @@ DenyOption = Annotated[list[str] | None, typer.Option("--deny", help="Deny rule,
 BudgetUsdOption = Annotated[
     float | None, typer.Option("--budget-usd", help="Ask to continue once the run costs this much (USD).")
 ]
-MaxTurnsOption = Annotated[int | None, typer.Option("--max-turns", help="Ask to continue after this many model turns.")]
+MaxTurnsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        help="Ask to continue after this many model turns (Claude: requests to the model, stopped before the "
+        "next; other agents: prompt turns).",
+    ),
+]
 MaxSecondsOption = Annotated[
     float | None,
     typer.Option("--max-seconds", help="Ask to continue once the run's turns took this long (checked mid-turn)."),
@@ -62,6 +69,7 @@ def build_spec(
     task_id: str | None = None,
     run_id: str | None = None,
     owner: str | None = None,
+    scenario: str | None = None,
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
     require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
@@ -95,4 +103,5 @@ def build_spec(
         run_mode=run_mode,
         run_id=run_id,
         owner=owner,
+        scenario=scenario,
     )

@@ -50,12 +50,16 @@ def import_command(
     repo: Annotated[
         Path | None, typer.Option("--repo", help="Where the run's repository is here (default: where it was).")
     ] = None,
+    base_repo: Annotated[
+        Path | None,
+        typer.Option("--base-repo", help="A git repository with the run's base commit, when --repo is not a clone."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a dirty repository.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="The result (and errors) as JSON.")] = False,
 ) -> None:
     """Recreate an exported run in this BATON_HOME, its latest snapshot in the repository; then `baton resume RUN`."""
     try:
-        result = asyncio.run(_import(Settings.load(), file, repo, force))
+        result = asyncio.run(_import(Settings.load(), file, repo, base_repo, force))
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
     if json_output:
@@ -79,6 +83,8 @@ async def _export(settings: Settings, run_id: str, out: Path) -> ExportResult:
         return await runs.export_run(run_id, out)
 
 
-async def _import(settings: Settings, file: Path, repo: Path | None, force: bool) -> ImportResult:
+async def _import(
+    settings: Settings, file: Path, repo: Path | None, base_repo: Path | None, force: bool
+) -> ImportResult:
     async with Runs(settings) as runs:
-        return await runs.import_run(file, repo=repo, force=force)
+        return await runs.import_run(file, repo=repo, base_repo=base_repo, force=force)

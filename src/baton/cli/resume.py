@@ -13,7 +13,7 @@ from rich.markup import escape
 from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
-from baton.cli.run import _model_endpoint, _parks_at_once
+from baton.cli.run import _parks_at_once
 from baton.config import Settings
 from baton.errors import BatonError
 
@@ -31,7 +31,10 @@ def resume_command(
         Path | None, typer.Option("--repo", help="The working tree, when it moved since the run started.")
     ] = None,
     scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
+        str | None,
+        typer.Option(
+            "--scenario", help="Continue on baton's scripted model with this scenario (default: the run's own)."
+        ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
     no_wait: Annotated[
@@ -41,22 +44,27 @@ def resume_command(
 ) -> None:
     """Resume a run: its agent continues where it stopped (exit codes as for `baton run`)."""
     try:
-        with _model_endpoint(scenario) as overrides:
-            settings = Settings.load(None, **overrides, **_parks_at_once(no_wait))
-            code = asyncio.run(_resume(run_id, prompt, repo, settings, json_output, no_wait))
+        settings = Settings.load(None, **_parks_at_once(no_wait))
+        code = asyncio.run(_resume(run_id, prompt, repo, scenario, settings, json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
 
 
 async def _resume(
-    run_id: str, prompt: str | None, repo: Path | None, settings: Settings, json_output: bool, no_wait: bool
+    run_id: str,
+    prompt: str | None,
+    repo: Path | None,
+    scenario: str | None,
+    settings: Settings,
+    json_output: bool,
+    no_wait: bool,
 ) -> int:
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
 
     console = Console(stderr=json_output, highlight=False)
     async with Baton(settings) as baton:
-        handle = await baton.resume(run_id, prompt, repo=repo)
+        handle = await baton.resume(run_id, prompt, repo=repo, scenario=scenario)
         plan = handle.resume_plan
         if plan is None:  # still queued: its process died before it started; it starts from its beginning
             console.print(f"[bold]▶ started[/] queued run {escape(handle.run_id)} (its process died before it started)")

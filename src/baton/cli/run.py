@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import secrets
-from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -47,7 +43,10 @@ def run_command(
     max_turns: MaxTurnsOption = None,
     max_seconds: MaxSecondsOption = None,
     scenario: Annotated[
-        str | None, typer.Option("--scenario", help="Use baton's scripted model server with this scenario.")
+        str | None,
+        typer.Option(
+            "--scenario", help="Use baton's scripted model with this scenario (remembered: resumes and workers use it)."
+        ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
     interactive: Annotated[
@@ -83,10 +82,9 @@ def run_command(
             run_mode="interactive" if interactive else "background",
             agent_cmd=agent_cmd,
             trust_agent_permissions=trust_agent_permissions,
+            scenario=scenario,
         )
-        with _model_endpoint(scenario) as overrides:
-            settings = Settings.load(None, **overrides, **_parks_at_once(no_wait))
-            code = asyncio.run(_run(spec, settings, json_output, no_wait))
+        code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
@@ -96,36 +94,6 @@ def _parks_at_once(no_wait: bool) -> dict[str, float]:
     """``--no-wait``: a gate does not wait in-process for its grace period; the run parks as soon
     as the gate is open (properly: the agent stopped, ``baton resume`` continues it after the decision)."""
     return {"gate_grace_seconds": 0.0} if no_wait else {}
-
-
-@contextlib.contextmanager
-def _model_endpoint(scenario: str | None) -> Iterator[dict[str, str | int]]:
-    """With ``--scenario``, the scripted model server runs in this process for the run."""
-    if scenario is None:
-        yield {}
-        return
-    from baton.testing import ScriptedModelServer
-
-    with ScriptedModelServer(scenario) as server:
-        key = "scripted-" + secrets.token_hex(12)
-        # Gemini CLI reads its endpoint from the environment only (baton passes these on).
-        gemini = {"GOOGLE_GEMINI_BASE_URL": server.base_url, "GEMINI_API_KEY": key}
-        saved = {name: os.environ.get(name) for name in gemini}
-        os.environ.update(gemini)
-        try:
-            yield {
-                "anthropic_base_url": server.base_url,
-                "anthropic_api_key": key,
-                "openai_base_url": server.base_url + "/v1",
-                "openai_api_key": key,
-                "model_max_retries": 0,  # a scripted API error fails the turn at once
-            }
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 async def _run(spec: RunSpec, settings: Settings, json_output: bool, no_wait: bool) -> int:

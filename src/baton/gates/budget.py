@@ -7,8 +7,12 @@ What counts:
   a resumed session included). Claude enforces it mid-turn itself (``max_budget_usd``: its turn
   ends with ``error_max_budget_usd``); baton checks it again at the end of every turn. An agent
   whose registry entry says it reports no cost refuses a USD budget (``budget_not_supported``).
-- **turns**: counted by baton, one per model turn the agent reports (Claude's ``num_turns``),
-  or one per prompt turn for an agent that reports none; checked at the end of every turn.
+- **turns**: counted by baton, one per model turn the agent reports — for Claude a model
+  round trip (one request to the model API: its ``num_turns``, less the turn it reports but did
+  not start when ``max_turns`` stopped it) — or one per prompt turn for an agent that reports
+  none. Claude enforces it mid-turn itself (``max_turns``: what is left of the budget, for each
+  prompt of its process; the turn ends with ``error_max_turns`` before another model request);
+  baton checks it again at the end of every turn.
 - **seconds**: counted by baton, the time of the run's turns (each turn's ``duration_ms``, the
   agent's or baton's own measure) less the time its gates waited for a human (``gate_wait_ms``);
   watched during the turn: baton stops a turn that runs out of it (baton.runs.executor).
@@ -33,6 +37,7 @@ __all__ = [
     "Spend",
     "check_budget",
     "claude_budget_left",
+    "claude_turns_left",
     "continued_budget",
     "require_supported",
     "spend_from_log",
@@ -94,14 +99,23 @@ class Spend:
     usd: float | None = None
     turns: int = 0
     seconds: float = 0.0
+    # The agent's token counts summed over the run's turns (each number of its usage objects).
+    usage: dict[str, int] = field(default_factory=dict)
 
     def add_turn(self, usage: Mapping[str, Any] | None, seconds: float) -> None:
         """One prompt turn ended: its ``_baton/usage`` params (or ``{}``) and its wall-clock time."""
         usage = usage or {}
+        tokens = usage.get("usage")
+        if isinstance(tokens, Mapping):
+            for name, count in tokens.items():
+                if isinstance(count, int) and not isinstance(count, bool):
+                    self.usage[str(name)] = self.usage.get(str(name), 0) + count
         cost = usage.get("total_cost_usd")
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             self.usd = float(cost)  # Claude's is cumulative: the latest is the total
         reported = usage.get("num_turns")
+        if isinstance(reported, int) and usage.get("subtype") == "error_max_turns":
+            reported -= 1  # Claude Code stopped at max_turns counts the turn it did not start
         self.turns += reported if isinstance(reported, int) and reported > 0 else 1
         self.seconds += max(seconds, 0.0)
 
@@ -178,6 +192,14 @@ def claude_budget_left(budget_usd: float | None, spent_usd: float | None) -> flo
     # Claude Code refuses to start with a budget of 0: with nothing left it gets the smallest
     # one, so it stops after its first response (and baton's check opens the gate again).
     return max(left, _LEAST_USD)
+
+
+def claude_turns_left(budget_turns: int | None, spent_turns: int) -> int | None:
+    """Claude's ``max_turns`` for a new process of a run: the model turns left of the budget, at
+    least one (a ``continue`` without a higher budget gives the run one more turn)."""
+    if budget_turns is None:
+        return None
+    return max(budget_turns - spent_turns, 1)
 
 
 def spend_from_log(entries: Sequence[Mapping[str, Any]]) -> Spend:

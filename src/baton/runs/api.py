@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
@@ -18,14 +17,21 @@ from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
 from baton.agents.command import COMMAND_AGENT, CREDENTIAL_VARIABLES, parse_agent_command
-from baton.agents.launch import PreparedAgent, SubprocessLaunch, prepare_subprocess_agent
+from baton.agents.launch import PreparedAgent, SubprocessLaunch, credentials_missing, prepare_subprocess_agent
 from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
 from baton.events.project import Projector, RunnerEvent
 from baton.gates import Gatekeeper, Policy
-from baton.gates.budget import Budget, claude_budget_left, require_supported, spend_from_log
+from baton.gates.budget import (
+    Budget,
+    Spend,
+    claude_budget_left,
+    claude_turns_left,
+    require_supported,
+    spend_from_log,
+)
 from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.budgeting import continue_budget
@@ -34,6 +40,7 @@ from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
 from baton.runs.handoff import ExportResult, ImportResult, restore_latest_snapshot
 from baton.runs.inbox import post_command
+from baton.runs.model_source import ModelEndpoint, ScriptedModels
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
 from baton.runs.queries import Runs
 from baton.runs.resume import (
@@ -144,6 +151,7 @@ class Baton:
         self._queries: Runs | None = None
         self.redactor = Redactor()
         self._runs: dict[str, RunHandle] = {}
+        self._scripted = ScriptedModels()  # the scripted model servers of runs on a scenario
         self._closed = False
 
     async def __aenter__(self) -> Baton:
@@ -179,6 +187,7 @@ class Baton:
             await self._log.aclose()
         if self._store is not None:
             await self._store.aclose()
+        await asyncio.to_thread(self._scripted.close)
 
     @property
     def store(self) -> Store:
@@ -207,7 +216,8 @@ class Baton:
         with recording the run, so of two processes starting at once exactly one records its run.
         """
         entry, gatekeeper = await self._admit(spec)
-        launcher = self._launcher(spec, entry, gatekeeper)
+        model = self._model(entry, spec.scenario)
+        launcher = self._launcher(spec, entry, gatekeeper, model)
         repo = str(Path(spec.repo).resolve())
         record = await self.store.create_run(
             agent=spec.agent,
@@ -222,13 +232,15 @@ class Baton:
             budget_seconds=spec.budget_seconds,
             owner=spec.owner,
             run_id=spec.run_id,
-            request=run_request(spec),
+            request=run_request(spec, model.source),
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
         agent, gatekeeper, subprocess_entry = launcher(record.id)
         return await self._execute(
-            self._execution(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
+            self._execution(
+                record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
+            )
         )
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
@@ -242,15 +254,24 @@ class Baton:
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         return entry, Gatekeeper(policy, repo.resolve())
 
+    def _model(self, entry: AgentEntry, scenario: str | None) -> ModelEndpoint:
+        """Where the run's agent gets its model: the scenario's scripted server (started here), or
+        the configured endpoint (baton.runs.model_source)."""
+        model = self._scripted.endpoint(entry, self.settings, scenario)
+        if scenario is not None:
+            self.redactor.add(self._scripted.key)
+        return model
+
     def _launcher(
-        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, model: ModelEndpoint
     ) -> Callable[[str], tuple[AgentProcess, Gatekeeper, AgentEntry | None]]:
         """What starts the run's agent once the run has its id; refuses first (missing model
         credentials, an ACP agent that cannot be made to ask for what the policy gates)."""
         repo = Path(spec.repo).resolve()
+        settings = model.settings
         if entry.package is not None:
             prepared = prepare_subprocess_agent(
-                entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
+                entry, gatekeeper, settings, parent=model.parent, budget_usd=spec.budget_usd
             )
 
             def subprocess_agent(run_id: str) -> tuple[AgentProcess, Gatekeeper, AgentEntry | None]:
@@ -259,14 +280,10 @@ class Baton:
                 return prepared.start(launch), gatekeeper, entry
 
             return subprocess_agent
-        api_key = self.settings.anthropic_api_key
+        api_key = settings.anthropic_api_key
         if not api_key:
-            raise RefusedError(
-                "model_credentials_missing",
-                "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
-                "or pass --scenario NAME to use baton's scripted model",
-            )
-        binary = self.settings.claude_binary or bundled_claude_binary()
+            raise credentials_missing("anthropic")
+        binary = settings.claude_binary or bundled_claude_binary()
 
         def claude(run_id: str) -> tuple[AgentProcess, Gatekeeper, AgentEntry | None]:
             self.redactor.add(api_key)
@@ -274,10 +291,10 @@ class Baton:
             env = claude_environment(
                 run_id=run_id,
                 agent_home=run_dir / "agent-home",
-                base_url=self.settings.anthropic_base_url,
+                base_url=settings.anthropic_base_url,
                 api_key=api_key,
-                passthrough=self.settings.agent_env_passthrough,
-                parent=dict(os.environ),
+                passthrough=settings.agent_env_passthrough,
+                parent=model.parent,
             )
             launch = ClaudeLaunch(
                 run_id=run_id,
@@ -286,6 +303,7 @@ class Baton:
                 launch_dir=run_dir / "launch",
                 model=spec.model,
                 max_budget_usd=spec.budget_usd,
+                max_turns=spec.budget_turns,
                 permission_mode=spec.permission_mode,
                 hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             )
@@ -294,7 +312,9 @@ class Baton:
 
         return claude
 
-    async def _prepare_restart(self, record: RunRecord, ask_human: AskHuman | None) -> RunExecution:
+    async def _prepare_restart(
+        self, record: RunRecord, ask_human: AskHuman | None, scenario: str | None = None
+    ) -> RunExecution:
         """A queued run whose process died before it started: take it over and start it from its
         beginning (its spec from ``runs.request``), as ``start`` would have."""
         spec = spec_of_request(record)
@@ -304,14 +324,19 @@ class Baton:
                 f"run {record.id} was queued by a process that died before it started, and its request "
                 "was not recorded; start the task again",
             )
+        if scenario is not None:
+            spec = replace(spec, scenario=scenario)
         entry, gatekeeper = await self._admit(spec, except_run=record.id)
-        launcher = self._launcher(spec, entry, gatekeeper)
+        model = self._model(entry, spec.scenario)
+        launcher = self._launcher(spec, entry, gatekeeper, model)
         if not await self.store.claim_run(
             record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
         ):
             raise RefusedError("run_active", f"run {record.id} was taken over by another process")
         agent, gatekeeper, subprocess_entry = launcher(record.id)
-        return self._execution(record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human)
+        return self._execution(
+            record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
+        )
 
     def _redact_credentials(self, prepared: PreparedAgent) -> None:
         """The subprocess agent's model key, and every key an ``--agent-cmd`` agent is given."""
@@ -353,6 +378,7 @@ class Baton:
         resumed_from: str | None = None,
         ask_human: AskHuman | None = None,
         restore: AgentRestore | None = None,
+        model_source: dict[str, Any] | None = None,
     ) -> RunExecution:
         self.log.open_run(run_id)
         execution = RunExecution(
@@ -368,6 +394,7 @@ class Baton:
             resumed_from=resumed_from,
             restore=restore,
             ask_human=ask_human,
+            model_source=model_source,
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
@@ -388,16 +415,24 @@ class Baton:
         return await (await self.start(spec)).wait()
 
     async def resume(
-        self, run_id: str, prompt: str | None = None, *, repo: Path | None = None, ask_human: AskHuman | None = None
+        self,
+        run_id: str,
+        prompt: str | None = None,
+        *,
+        repo: Path | None = None,
+        ask_human: AskHuman | None = None,
+        scenario: str | None = None,
     ) -> RunHandle:
         """Continue a run whose executor is gone, in this process (docs/resume.md).
 
         Without ``prompt`` the agent gets the continuation prompt naming the interrupted calls;
         an ended run needs ``prompt`` and continues its conversation in a new run
-        (``resumed_from``). Refused with ``run_active`` while another process executes it.
+        (``resumed_from``). Refused with ``run_active`` while another process executes it. The
+        run's model comes from where it came from (a run on a scenario gets a scripted server
+        here); ``scenario`` continues it on that scenario instead, from now on.
         """
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
-        plan, execution = await self._prepare_resume(run_id, prompt, repo, ask_human, executing)
+        plan, execution = await self._prepare_resume(run_id, prompt, repo, ask_human, executing, scenario)
         runtime = await self.runtime()
         target = execution.run_id
         attempt = 1 if plan is not None and plan.resumed_from else await runtime.next_attempt(target)
@@ -417,7 +452,13 @@ class Baton:
         return lambda: run_keeping_conversation(execution.run(), self.store, self.log, execution.run_id)
 
     async def _prepare_resume(
-        self, run_id: str, prompt: str | None, repo: Path | None, ask_human: AskHuman | None, executing: set[str]
+        self,
+        run_id: str,
+        prompt: str | None,
+        repo: Path | None,
+        ask_human: AskHuman | None,
+        executing: set[str],
+        scenario: str | None = None,
     ) -> tuple[ResumePlan | None, RunExecution]:
         """Check, take the run over (docs/resume.md), and build its execution; nothing runs yet.
 
@@ -427,7 +468,7 @@ class Baton:
         record = await self.store.get_run(run_id)
         check_resumable(record, prompt, executing)
         if record.status == "queued":
-            return None, await self._prepare_restart(record, ask_human)
+            return None, await self._prepare_restart(record, ask_human, scenario)
         if not record.is_terminal and (pending := await pending_gates(self.store, run_id)):
             raise RefusedError(
                 "run_paused",
@@ -436,6 +477,8 @@ class Baton:
             )
         # Everything that can refuse is checked before the run is taken over.
         spec = await resume_spec(self.log, record, repo)
+        if scenario is not None:
+            spec = replace(spec, scenario=scenario)
         if record.agent not in AGENTS and not spec.agent_command:
             raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
         entry = agent_entry(spec)  # an --agent-cmd run starts its recorded command again
@@ -443,22 +486,23 @@ class Baton:
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
         gatekeeper = Gatekeeper(policy, Path(spec.repo))
+        model = self._model(entry, spec.scenario)
         prepared = None
         if entry.package is not None:
             prepared = prepare_subprocess_agent(
-                entry, gatekeeper, self.settings, parent=dict(os.environ), budget_usd=spec.budget_usd
+                entry, gatekeeper, model.settings, parent=model.parent, budget_usd=spec.budget_usd
             )
             api_key = prepared.api_key
-        elif not (api_key := self.settings.anthropic_api_key or ""):
-            raise RefusedError(
-                "model_credentials_missing",
-                "no model credentials: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), "
-                "or pass --scenario NAME to use baton's scripted model",
-            )
-        binary = (self.settings.claude_binary or bundled_claude_binary()) if prepared is None else None
+        elif not (api_key := model.settings.anthropic_api_key or ""):
+            raise credentials_missing("anthropic")
+        binary = (model.settings.claude_binary or bundled_claude_binary()) if prepared is None else None
         await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
         await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
         plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
+        plan = replace(
+            plan, spec=replace(plan.spec, scenario=spec.scenario), params={**plan.params, "model_source": model.source}
+        )
+        await self._record_model_source(plan.run_id, model.source)
         if prepared is not None:
             self._redact_credentials(prepared)
         else:
@@ -470,8 +514,8 @@ class Baton:
         else:
             assert binary is not None
             gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
-            spent = spend_from_log(await self.log.read(plan.run_id)).usd
-            agent = InProcessClaude(self._resumed_claude(plan, api_key, binary, spent))
+            spent = spend_from_log(await self.log.read(plan.run_id))
+            agent = InProcessClaude(self._resumed_claude(plan, model, api_key, binary, spent))
         execution = self._execution(
             plan.run_id,
             plan.spec,
@@ -482,35 +526,48 @@ class Baton:
             resumed_from=plan.resumed_from,
             ask_human=ask_human,
             restore=plan.restore if prepared is not None else None,
+            model_source=model.source,
         )
         if prepared is None and plan.resume_session_id is not None:
-            execution.rebuilt_fallback = self._rebuilt_fallback(plan, api_key, binary)
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, model, api_key, binary)
         return plan, execution
 
-    def _rebuilt_fallback(self, plan: ResumePlan, api_key: str, binary: Path | None) -> RebuiltFallback:
+    async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
+        """The run's ``runs.request`` names the model source it continues on (``resume --scenario``
+        changes it; a run continuing an ended one records it here first)."""
+        record = await self.store.get_run(run_id)
+        request = record.request if isinstance(record.request, dict) else {}
+        recorded = request.get("model_source")
+        if recorded == source or (isinstance(recorded, dict) and recorded.get("kind") == source["kind"] == "endpoint"):
+            return  # an endpoint run keeps the endpoint it started on as its record
+        await self.store.update_run(run_id, request={**request, "model_source": source})
+
+    def _rebuilt_fallback(
+        self, plan: ResumePlan, model: ModelEndpoint, api_key: str, binary: Path | None
+    ) -> RebuiltFallback:
         """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
 
         async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
             assert binary is not None
             params: ResumeParams = {**plan.params, "path": "rebuilt"}
             prompt = rebuilt_prompt(plan.conversation, params["prompt"])
-            spent = spend_from_log(await self.log.read(plan.run_id)).usd
+            spent = spend_from_log(await self.log.read(plan.run_id))
             fresh = replace(plan, resume_session_id=None, continues_deferred=False)
-            return InProcessClaude(self._resumed_claude(fresh, api_key, binary, spent)), params, prompt
+            return InProcessClaude(self._resumed_claude(fresh, model, api_key, binary, spent)), params, prompt
 
         return rebuilt
 
     def _resumed_claude(
-        self, plan: ResumePlan, api_key: str, binary: Path, spent_usd: float | None = None
+        self, plan: ResumePlan, model: ModelEndpoint, api_key: str, binary: Path, spent: Spend
     ) -> ClaudeLaunch:
         run_dir = self.settings.run_dir(plan.run_id)
         env = claude_environment(
             run_id=plan.run_id,
             agent_home=run_dir / "agent-home",
-            base_url=self.settings.anthropic_base_url,
+            base_url=model.settings.anthropic_base_url,
             api_key=api_key,
-            passthrough=self.settings.agent_env_passthrough,
-            parent=dict(os.environ),
+            passthrough=model.settings.agent_env_passthrough,
+            parent=model.parent,
         )
         return ClaudeLaunch(
             run_id=plan.run_id,
@@ -519,7 +576,8 @@ class Baton:
             launch_dir=run_dir / "launch",
             model=plan.spec.model,
             # a resumed Claude counts only its own spend against max_budget_usd: what is left
-            max_budget_usd=claude_budget_left(plan.spec.budget_usd, spent_usd),
+            max_budget_usd=claude_budget_left(plan.spec.budget_usd, spent.usd),
+            max_turns=claude_turns_left(plan.spec.budget_turns, spent.turns),
             permission_mode=plan.spec.permission_mode,
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
@@ -554,10 +612,13 @@ class Baton:
         executing = {known for known, handle in self._runs.items() if not handle._task.done()}
         return await self.queries.export_run(run_id, Path(path), executing=executing)
 
-    async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
+    async def import_run(
+        self, path: Path, *, repo: Path | None = None, base_repo: Path | None = None, force: bool = False
+    ) -> ImportResult:
         """Recreate an exported run here (same id; ``run_exists`` if this home has it), its latest
-        snapshot restored into ``repo`` (default: the run's recorded repository), ready to resume."""
-        return await self.queries.import_run(Path(path), repo=repo, force=force)
+        snapshot restored into ``repo`` (default: the run's recorded repository; the base commit's
+        files from its own repository, else from ``base_repo``), ready to resume."""
+        return await self.queries.import_run(Path(path), repo=repo, base_repo=base_repo, force=force)
 
     # Commands through the run's inbox, from any process (baton.runs.inbox).
 

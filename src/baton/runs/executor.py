@@ -30,7 +30,7 @@ from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
-from baton.gates.budget import Budget
+from baton.gates.budget import Budget, Spend
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
@@ -101,8 +101,10 @@ class RunExecution:
         idle_seconds: float = 1800.0,
         gate_grace_seconds: float = 30.0,
         gate_expiry_seconds: float = 86400.0,
+        model_source: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
+        self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
         self._gates: RunGates | None = None
@@ -170,6 +172,8 @@ class RunExecution:
             if spec.agent_command:
                 opening["agent_command"] = list(spec.agent_command)
                 opening["trust_agent_permissions"] = spec.trust_agent_permissions
+            if self._model_source is not None:
+                opening["model_source"] = self._model_source
             self._note("run_started", opening)
         if self._resume is not None:
             self._note("resume", self._resume)
@@ -242,7 +246,8 @@ class RunExecution:
         gate_id = outcome.gate_id or ""
         self._note("status", {"status": "paused", "reason": "parked", "gate_id": gate_id})
         await self._log.flush()
-        await self._store.update_run(self.run_id, status="paused", status_reason=gate_id, executor_id=None)
+        cost = {"total_cost_usd": outcome.total_cost_usd} if outcome.total_cost_usd is not None else {}
+        await self._store.update_run(self.run_id, status="paused", status_reason=gate_id, executor_id=None, **cost)
         self._log.close_run(self.run_id)
 
     async def _converse(self, cwd: str) -> RunOutcome:
@@ -360,7 +365,7 @@ class RunExecution:
             try:
                 await self._start_budget()
                 if self._budget is not None and self._budget.stopped is not None:
-                    return _budget_exhausted(self.run_id, self._budget.stopped.id)
+                    return _budget_exhausted(self.run_id, self._budget.stopped.id, self._budget.spend)
                 outcome = await self._turn(conn, host, session_id, self.spec.prompt)
                 while self.spec.run_mode == "interactive" and outcome.status == "finished" and not self._parked:
                     prompt = await commands.next_prompt(self._idle_seconds)
@@ -449,7 +454,10 @@ class RunExecution:
                 host.turn.params or usage, usage.get("duration_ms"), gate_wait=gate_wait, out_of_time=out_of_time
             )
             if limit is not None:  # a resource_limit gate: the run parks on it until it is continued
-                return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id)
+                spent = self._budget.spend
+                return RunOutcome(
+                    self.run_id, "paused", stop_reason="parked", gate_id=limit.id, total_cost_usd=spent.usd
+                )
         return RunOutcome(
             self.run_id,
             "cancelled" if cancelled else "finished",
@@ -510,7 +518,8 @@ class RunExecution:
         )
         limit = await self._budget.after_turn(usage, None, gate_wait=gate_wait, out_of_time=True)
         assert limit is not None  # out_of_time always reaches a seconds budget
-        return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id)
+        spent = self._budget.spend.usd
+        return RunOutcome(self.run_id, "paused", stop_reason="parked", gate_id=limit.id, total_cost_usd=spent)
 
     @property
     def _parked(self) -> bool:
@@ -536,9 +545,11 @@ _CLOCK_TICK = 0.25  # how often a seconds budget is looked at during a turn
 _INTERRUPT_WAIT_SECONDS = 10.0  # an interrupted agent gets this long to end its turn before it is stopped
 
 
-def _budget_exhausted(run_id: str, gate_id: str) -> RunOutcome:
+def _budget_exhausted(run_id: str, gate_id: str, spend: Spend) -> RunOutcome:
+    """The run ends at its budget: what it spent over all its turns is its cost and usage."""
     message = f"the run reached its budget and its resource_limit gate {gate_id} was not continued"
-    return RunOutcome(run_id, "failed", code="budget_exhausted", message=message)
+    usage = dict(spend.usage) if spend.usage else None
+    return RunOutcome(run_id, "failed", code="budget_exhausted", message=message, total_cost_usd=spend.usd, usage=usage)
 
 
 def _setting_of(entry: AgentEntry | None, gatekeeper: Gatekeeper) -> NativeSetting | None:

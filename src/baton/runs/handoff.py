@@ -83,7 +83,7 @@ from baton.runs.relocation import (
     restore_unless_held,
     seed_shadow,
 )
-from baton.snapshots import RestoreResult, blob_store_for
+from baton.snapshots import GitObjects, RestoreResult, blob_store_for
 from baton.snapshots.archive import ArchiveLimits, Manifest, iter_streamed_members, verify_archive
 from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import DEFAULT_SECRET_PATTERNS
@@ -419,13 +419,17 @@ async def import_run(
     path: Path,
     *,
     repo: Path | None = None,
+    base_repo: Path | None = None,
     force: bool = False,
     limits: ArchiveLimits | None = None,
 ) -> ImportResult:
     """Recreate the exported run in this home and its latest snapshot in ``repo`` (default: the
-    run's recorded repository); see the module docstring."""
+    run's recorded repository), the base commit's files from ``repo``'s own repository or else
+    from ``base_repo`` (``base_commit_missing`` for an empty ``repo`` when neither has it); see
+    the module docstring."""
     if not path.is_file():
         raise UsageError("invalid_argument", f"{path} is not a file")
+    base = await asyncio.to_thread(GitObjects.of_repository, base_repo) if base_repo is not None else None
     manifest = await asyncio.to_thread(verify_archive, path, limits, expected_format=READABLE_FORMATS)
     run = run_row(manifest.raw.get("run"))
     run_id = str(run["id"])
@@ -443,7 +447,7 @@ async def import_run(
         if latest is None and not target.is_dir():
             raise UsageError("invalid_argument", f"{target} is not a directory (and the run has no snapshot for it)")
         _relocate(unpacked, target)
-        return await _install(store, settings, unpacked, target, latest, staging, force=force, limits=limits)
+        return await _install(store, settings, unpacked, target, latest, staging, base, force=force, limits=limits)
     finally:
         await asyncio.to_thread(shutil.rmtree, staging, True)
 
@@ -648,6 +652,7 @@ async def _install(
     target: Path,
     latest: Row | None,
     staging: Path,
+    base_repo: GitObjects | None,
     *,
     force: bool,
     limits: ArchiveLimits | None,
@@ -664,7 +669,16 @@ async def _install(
         restored = None
         if latest is not None:
             archive = unpacked.archives[str(latest["archive_key"])]
-            restored = await asyncio.to_thread(restore_unless_held, archive, target, None, force, limits)
+            restored = await asyncio.to_thread(
+                restore_unless_held,
+                archive,
+                target,
+                None,
+                force,
+                limits,
+                base_repo=base_repo,
+                base_option="--base-repo",
+            )
         await asyncio.to_thread(_place_files, settings, unpacked, staging, run_dir, notes)
         if latest is not None:
             with_archives = [snapshot for snapshot in unpacked.snapshots if snapshot.get("archive_key")]

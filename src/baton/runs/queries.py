@@ -296,11 +296,15 @@ class Runs:
 
         return await export_run(await self._writable(), self.settings, run_id, out, executing=executing)
 
-    async def import_run(self, path: Path, *, repo: Path | None = None, force: bool = False) -> ImportResult:
+    async def import_run(
+        self, path: Path, *, repo: Path | None = None, base_repo: Path | None = None, force: bool = False
+    ) -> ImportResult:
         """Recreate an exported run here, its latest snapshot restored into ``repo`` (docs/handoff.md)."""
         from baton.runs.handoff import import_run
 
-        return await import_run(await self._writable(), self.settings, path, repo=repo, force=force)
+        return await import_run(
+            await self._writable(), self.settings, path, repo=repo, base_repo=base_repo, force=force
+        )
 
     # Commands.
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from baton.config import Settings
-from baton.errors import NotFoundError
+from baton.errors import NotFoundError, RefusedError
 from baton.snapshots import GitObjects, LocalBlobStore, RestoreResult, blob_store_for, restore_archive, shadow_for
 from baton.snapshots._git import GitFailed, run_git
 from baton.snapshots.archive import ArchiveLimits, Manifest, iter_members, verify_archive
@@ -115,16 +115,43 @@ def holds_snapshot(manifest: Manifest, target: Path) -> bool:
 
 
 def restore_unless_held(
-    archive: Path, target: Path, shadow_base: GitObjects | None, force: bool, limits: ArchiveLimits | None
+    archive: Path,
+    target: Path,
+    shadow_base: GitObjects | None,
+    force: bool,
+    limits: ArchiveLimits | None,
+    *,
+    base_repo: GitObjects | None = None,
+    base_option: str | None = None,
 ) -> RestoreResult | None:
+    """Restore the snapshot ``archive`` into ``target`` unless it holds it already (None then).
+
+    The base commit's files come from ``target``'s own repository when it has the commit, else
+    from ``base_repo`` (``--base-repo``), else from ``shadow_base``. An empty or missing ``target``
+    with none of them having the commit is refused with ``base_commit_missing`` before anything
+    is written: only the files the run changed could go there, not a working tree
+    (``base_option``: the option the refusal suggests, when the caller has one).
+    """
     manifest = verify_archive(archive, limits)
     if target.is_dir() and holds_snapshot(manifest, target):
         return None
     base, label = shadow_base, "shadow"
-    if target.is_dir() and (target / ".git").exists():
-        own = GitObjects.of_repository(target)
-        if manifest.base_commit and own.has_commit(manifest.base_commit):
-            base, label = own, "base_repo"
+    commit = manifest.base_commit
+    own = GitObjects.of_repository(target) if target.is_dir() and (target / ".git").exists() else None
+    if commit and own is not None and own.has_commit(commit):
+        base, label = own, "base_repo"
+    elif commit and base_repo is not None and base_repo.has_commit(commit):
+        base, label = base_repo, "base_repo"
+    empty = not target.exists() or (target.is_dir() and not any(target.iterdir()))
+    if commit and empty and not (base is not None and base.has_commit(commit)):
+        also = f", or pass {base_option} DIR (a clone that has it)" if base_option else ""
+        raise RefusedError(
+            "base_commit_missing",
+            f"{target} is empty and nothing here has the run's base commit {commit}: only the "
+            f"{len(manifest.files) + len(manifest.symlinks)} files the run changed could be written there. "
+            f"Clone the run's repository into {target} first (git clone URL {target}){also}",
+            details={"base_commit": commit, "target": str(target)},
+        )
     return restore_archive(archive, target, base=base, base_label=label, force=force, limits=limits)
 
 

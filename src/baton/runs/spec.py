@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baton.errors import UsageError
+from baton.runs.model_source import recorded_scenario
 from baton.store.records import RunRecord
 
 __all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "require_repo", "run_request", "spec_of_record", "spec_of_request"]
@@ -37,6 +38,9 @@ class RunSpec:
     trust_agent_permissions: bool = False  # only what that agent asks is gated
     run_id: str | None = None  # the run's id (baton agent-server --run-id); a new one by default
     owner: str | None = None  # the token sub the run belongs to (HTTP)
+    # --scenario: baton's scripted model server plays this scenario instead of a real model API;
+    # the run remembers it (its ``model_source``), so whoever continues it uses the same.
+    scenario: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,9 @@ def require_repo(repo: Path) -> Path:
     return path
 
 
-def run_request(spec: RunSpec) -> dict[str, Any]:
-    """What ``runs.request`` keeps of ``spec``: the fields the run's columns do not (its prompt …)."""
+def run_request(spec: RunSpec, model_source: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``runs.request`` keeps of ``spec``: the fields the run's columns do not (its prompt …),
+    and its ``model_source`` (baton.runs.model_source)."""
     return {
         "prompt": spec.prompt,
         "allow": list(spec.allow),
@@ -75,6 +80,7 @@ def run_request(spec: RunSpec) -> dict[str, Any]:
         "ask": list(spec.ask),
         "agent_command": list(spec.agent_command),
         "trust_agent_permissions": spec.trust_agent_permissions,
+        "model_source": dict(model_source),
     }
 
 
@@ -90,7 +96,10 @@ def spec_of_request(record: RunRecord) -> RunSpec | None:
 
 def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, repo: Path) -> RunSpec:
     """A run's spec from its record and the rules it was started with — its ``runs.request`` or
-    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust)."""
+    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust); the
+    ``model_source`` of ``runs.request`` wins over the one in ``rules`` (``baton resume --scenario``
+    changes the former)."""
+    request = record.request if isinstance(record.request, dict) else {}
     return RunSpec(
         prompt=prompt,
         repo=repo,
@@ -107,4 +116,5 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         run_mode="interactive" if record.run_mode == "interactive" else "background",
         agent_command=tuple(str(arg) for arg in rules.get("agent_command") or ()),
         trust_agent_permissions=bool(rules.get("trust_agent_permissions")),
+        scenario=recorded_scenario(request.get("model_source") or rules.get("model_source")),
     )

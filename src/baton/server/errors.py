@@ -64,6 +64,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "run_ended": 409,
     "run_not_resumable": 409,
     "run_exists": 409,
+    "base_commit_missing": 409,
     "workspace_busy": 409,
     "workspace_dirty": 409,
     "gate_not_pending": 409,

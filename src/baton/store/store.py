@@ -60,6 +60,7 @@ UPDATABLE_FIELDS: Final = frozenset(
         "owner",
         "executor_id",
         "heartbeat_at",
+        "request",
     }
 )
 _RECORD_COLUMNS: Final = RECORD_COLUMNS

@@ -68,6 +68,9 @@ class ClaudeLaunch:
     launch_dir: Path
     model: str | None = None
     max_budget_usd: float | None = None
+    # Claude's max_turns: its model round trips in one prompt turn; it then ends the turn with
+    # ``error_max_turns`` before another model request (baton's --max-turns, baton.gates.budget).
+    max_turns: int | None = None
     # baton's permission mode: Claude runs in `plan` while baton plans (ExitPlanMode exists only
     # there), in `default` otherwise; the hook asks the host for every call in both.
     permission_mode: str = "default"
@@ -158,6 +161,7 @@ class ClaudeAgent:
             can_use_tool=self._fallback_can_use_tool,
             stderr=self._on_stderr,
             max_budget_usd=launch.max_budget_usd,
+            max_turns=launch.max_turns,
             resume=launch.resume_session_id,
             fork_session=launch.resume_session_id is not None,
         )
@@ -190,7 +194,7 @@ class ClaudeAgent:
         params = usage_params(result, session_id=session_id)
         await self._notify("_baton/usage", params)
         stop_reason = stop_reason_for(result, cancel_requested=self._cancel_requested)
-        # A budget Claude was given (max_budget_usd) ends the turn, not the run: baton's budget
+        # A budget Claude was given (max_budget_usd, max_turns) ends the turn, not the run: baton's budget
         # check opens a resource_limit gate (baton.gates.budget); ``_baton/usage`` says which.
         limit = result.get("subtype") in LIMIT_SUBTYPES
         if params.get("is_error") and stop_reason != "cancelled" and not limit:
