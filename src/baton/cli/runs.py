@@ -20,7 +20,7 @@ __all__ = ["run_object", "runs_command"]
 
 
 def run_object(record: RunRecord) -> dict[str, Any]:
-    """DESIGN.md's run object; a ``running`` run whose executor is dead shows as ``interrupted``."""
+    """docs/design.md's run object; a ``running`` run whose executor is dead shows as ``interrupted``."""
     body = record.to_dict()
     status = effective_status(record.status, record.executor_id, record.heartbeat_at)
     if status != record.status:

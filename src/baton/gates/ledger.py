@@ -1,6 +1,6 @@
 """The gate ledger: every gate a run opened, and the one decision each received.
 
-A gate is a row of ``gates`` (DESIGN.md "Gates, precisely"). It is stored before it is
+A gate is a row of ``gates`` (docs/design.md "Gates, precisely"). It is stored before it is
 announced, it never changes once decided, and a decision is recorded by one ``UPDATE … WHERE
 status = 'pending'`` in the same transaction as the inbox command (kind ``gate_decision``,
 payload ``{"gate_id"}``) that wakes whichever process executes the run — so of two decisions
@@ -63,7 +63,7 @@ _COLUMNS: Final = [column for column in gates.c if column.name != "run_key"]
 
 @dataclass(frozen=True)
 class GateRecord:
-    """One gate as stored; :meth:`to_json` is DESIGN.md's gate object (CLI ``--json``, HTTP)."""
+    """One gate as stored; :meth:`to_json` is docs/design.md's gate object (CLI ``--json``, HTTP)."""
 
     id: str
     run_id: str

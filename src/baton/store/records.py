@@ -58,7 +58,7 @@ def new_gate_id() -> str:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """One row of ``tasks``: what to do (DESIGN.md "Concepts")."""
+    """One row of ``tasks``: what to do (docs/design.md "Concepts")."""
 
     id: str
     prompt: str
@@ -87,7 +87,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One row of ``runs``; :meth:`to_dict` is the run object of DESIGN.md."""
+    """One row of ``runs``; :meth:`to_dict` is the run object of docs/design.md."""
 
     id: str
     task_id: str | None
