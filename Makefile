@@ -9,10 +9,16 @@ ONLY ?=
 
 .PHONY: setup test lint types pytest postgres-deps bwrap demo bench clean constraints
 
-setup: $(STAMP) $(AGENTS_STAMP) bwrap
+# Everything the test suite needs on a fresh Debian machine (as root the missing system packages
+# are installed): the venv with the `test` extra (moto's S3 server included), the pinned agents,
+# bwrap, and Postgres's binaries. The tests start their own Postgres and S3 servers.
+setup: $(STAMP) $(AGENTS_STAMP) bwrap postgres-deps
 
+# Debian's python3 makes no venv without its python3-venv package (ensurepip is left out).
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { [ "$$(id -u)" = 0 ] && rm -rf $(VENV) && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv && \
+		$(PYTHON) -m venv $(VENV); } || { echo "setup: install Debian's python3-venv to create .venv" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
@@ -43,7 +49,7 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
-pytest: setup postgres-deps
+pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The store tests start their own Postgres server (src/baton/testing/postgres.py); they need
@@ -57,7 +63,8 @@ postgres-deps:
 # CI runs every fast test and a bounded sample of the slow ones (see tests/conftest.py).
 test: lint types pytest
 
-demo: setup
+# The demo needs only the venv and the agents (no Postgres, no bwrap).
+demo: $(STAMP) $(AGENTS_STAMP)
 	$(BIN)/python -m baton.demo
 
 bench: setup postgres-deps

@@ -12,7 +12,7 @@ projection saw it). Two phases:
   the machine is shared and noisy, and the agent's own CPU is another process's);
 - **added latency**: 2,000 chunks paced at 1,000/s (no backlog), p50 and p99.
 
-Reference: the ACP SDK's client alone handles ~15k messages/s here (DESIGN.md).
+Reference: the ACP SDK's client alone handles ~15k messages/s here (docs/design.md).
 """
 
 from __future__ import annotations

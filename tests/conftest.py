@@ -6,6 +6,9 @@ much longer than ``DEFAULT_SLOW_SECONDS``): all run with ``--slow=all``; by defa
 chosen by ``BATON_SLOW_SEED`` (default: the day) runs, at most ``BATON_SLOW_SAMPLE`` tests
 (default 3) whose estimated seconds add up to at most ``BATON_SLOW_BUDGET`` (default 45), so CI
 covers them over time without blowing its budget.
+
+A test that skips for a reason not on the short allow-list of ``skip_policy.py`` fails
+(README.md, "Testing").
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from baton.store import Store
 from baton.store import tables as store_tables
 from baton.store.engine import make_engine
 from baton.testing.postgres import TemporaryPostgres
+
+pytest_plugins = ["pytester", "tests.skip_policy"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

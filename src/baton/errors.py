@@ -1,6 +1,6 @@
 """The one error tree of baton.
 
-Every error a user can see carries a stable ``code`` (DESIGN.md "Error codes") that the CLI,
+Every error a user can see carries a stable ``code`` (docs/design.md "Error codes") that the CLI,
 the HTTP server and the Python API print as-is. Foreign exceptions are translated at the edge
 where a library is called (``raise BatonX(...) from exc``).
 

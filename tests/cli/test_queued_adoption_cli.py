@@ -1,4 +1,4 @@
-"""A queued run whose process died before it started (DESIGN.md "Runs across processes"): a burst
+"""A queued run whose process died before it started (docs/design.md "Runs across processes"): a burst
 queued behind ``BATON_CONCURRENCY=1`` in one process, SIGKILLed while the second run waits. The
 second run is taken over by ``baton worker`` (two racing: one wins) or ``baton resume`` and
 starts from its beginning exactly once. Real processes, the real Claude Code, the scripted model;

@@ -58,7 +58,7 @@ def test_no_model_credentials_is_refused_and_says_what_to_set(baton: BatonCLI, r
 
 def test_bypass_permissions_as_root_is_refused(baton_here: InvokeBaton, repo: Path) -> None:
     if os.geteuid() != 0:
-        pytest.skip("bypass_refused_as_root applies only when baton (so the agent) runs as root")
+        pytest.skip("only as root: bypass_refused_as_root applies only when baton (so the agent) runs as root")
     args = ("run", "go", "--repo", str(repo), "--scenario", "plain", "--mode", "bypassPermissions")
     assert "bypassPermissions" in refused_plainly(baton_here(*args), 3, "bypass_refused_as_root")
     refused_as_json(baton_here(*args, "--json"), 3, "bypass_refused_as_root")

@@ -6,9 +6,11 @@ against ``--scenario``; stdout and stderr are checked separately.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +47,7 @@ def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def check_event_stream(events: list[dict[str, Any]]) -> str:
-    """The DESIGN.md "Runner events v1" invariants every run's stream keeps; returns the run id."""
+    """The docs/design.md "Runner events v1" invariants every run's stream keeps; returns the run id."""
     assert events, "no events"
     run_id = events[0]["run_id"]
     for event in events:
@@ -139,7 +141,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         "over_budget": ("Create hello.txt and run echo hi", *write_and_run, "--budget-usd", "0.001", "--no-wait"),
     }
     clis = {name: BatonCLI(base / "homes" / name) for name in repos}
-    if not agent_python_has_pytest(clis["pytest_pipe"].env, base):
+    # The agent's `python3` is the first on baton's PATH: this venv's, which has pytest (make setup).
+    pytest_env = clis["pytest_pipe"].env
+    pytest_env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), pytest_env.get("PATH", "")))
+    if not agent_python_has_pytest(pytest_env, base):
         del repos["pytest_pipe"]
     started = {
         name: clis[name].start("run", arguments[name][0], "--repo", str(repo), *arguments[name][1:], "--json")
@@ -348,8 +353,7 @@ def test_a_failing_node_test_behind_a_pipe_is_a_failed_test_result(runs: Runs) -
 
 
 def test_a_failing_pytest_behind_a_pipe_is_a_failed_test_result(runs: Runs) -> None:
-    if runs.pytest_pipe is None:
-        pytest.skip("`python3 -m pytest` does not run on baton's PATH, so the agent could not run it")
+    assert runs.pytest_pipe is not None, "`python3 -m pytest` does not run on baton's PATH: the agent cannot run it"
     check_failed_test_behind_a_pipe(runs.pytest_pipe, "python3 -m pytest -q 2>&1 | tail -5", "1 failed")
 
 
@@ -371,7 +375,7 @@ def test_an_overloaded_api_fails_the_run_with_its_events_on_stdout(runs: Runs) -
 def test_a_spent_budget_parks_the_run_on_a_resource_limit_gate(runs: Runs) -> None:
     # Each scripted reply costs $0.0008 (100 input, 20 output tokens); write-and-run needs three.
     # Claude Code checks the budget after each reply, so the second one (total $0.0016) ends the
-    # turn before its `echo hi` runs: an overshoot of at most one call (DESIGN.md). The run parks on
+    # turn before its `echo hi` runs: an overshoot of at most one call (docs/design.md). The run parks on
     # a resource_limit gate (docs/gates.md); with --no-wait, baton run exits 4.
     run = runs.over_budget.run
     assert run.returncode == 4, run.describe()

@@ -145,7 +145,7 @@ def test_set_mode_changes_the_rest_of_the_run(tmp_path: Path) -> None:
     assert keeper.policy.mode == "plan"
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="checks the root refusal")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only as root: checks the root refusal")
 
 
 @needs_root

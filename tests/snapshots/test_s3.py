@@ -1,4 +1,8 @@
-"""The S3-compatible blob store against moto's S3 server on loopback (started here)."""
+"""The S3-compatible blob store against moto's S3 server on loopback (started here).
+
+``moto[server]`` is in the ``test`` extra, so ``make setup`` installs it: these tests run on every
+machine, CI's included, and never skip themselves.
+"""
 
 from __future__ import annotations
 
@@ -23,31 +27,22 @@ from .conftest import init_repo, shadow, work_tree_state
 pytestmark = pytest.mark.timeout(60)
 
 
-def _python_with_moto() -> str | None:
-    for candidate in (str(Path(sys.base_prefix) / "bin" / "python3"), "/usr/bin/python3"):
-        if Path(candidate).is_file():
-            probe = subprocess.run([candidate, "-c", "import moto.server"], capture_output=True)
-            if probe.returncode == 0:
-                return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    python = _python_with_moto()
-    if python is None:
-        pytest.skip("moto is not installed for any interpreter here")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's S3 server (a test dependency, so never skipped) on a free loopback port."""
+    log = tmp_path_factory.mktemp("moto") / "server.log"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "BATON_"))}
-    server = subprocess.Popen(
-        [python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -57,7 +52,7 @@ def moto_endpoint() -> Iterator[str]:
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("moto's S3 server did not start")
+                    pytest.fail(f"moto's S3 server did not start:\n{log.read_text(errors='replace')[-2000:]}")
                 time.sleep(0.1)
         yield endpoint
     finally:

@@ -297,7 +297,7 @@ async def test_a_group_committed_twice_changes_nothing(store: Store, log: Sessio
 
 async def test_the_writer_reconnects_when_postgres_drops_its_connection(store: Store, run_id: str) -> None:
     if store.engine.dialect.name != "postgresql":
-        pytest.skip("a SQLite file has no connection to lose")
+        pytest.skip("not for this parameter: a SQLite file has no connection to lose")
     async with SessionLog(store, Redactor()) as log:
         log.open_run(run_id)
         log.append(run_id, "baton", None, message(1))

@@ -1,7 +1,7 @@
 """The OpenAI Responses API of the scripted model server, over real HTTP, shaped as Codex reads it.
 
-Requests are built like the ones Codex sent in ``../shared/samples/codex-request-log-first.jsonl``
-(``input`` items: developer and user messages, ``<environment_context>``, function calls and
+Requests are built like the ones codex-acp 0.16.0 sent in a recorded session (docs/scenarios.md,
+"What Codex sends"; ``input`` items: developer and user messages, ``<environment_context>``, function calls and
 their outputs; ``tools`` with ``exec_command`` and the freeform ``apply_patch``).
 """
 

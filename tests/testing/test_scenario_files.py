@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,21 @@ def test_every_shipped_scenario_loads_and_documents_itself() -> None:
         assert scenario.name == name
         assert scenario.description
         assert scenario.steps
+
+
+def documented_scenarios() -> list[str]:
+    """The names in the first column of docs/scenarios.md's table of scenarios."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    table = doc.split("\n## The scenarios\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z0-9-]+)` \|", table, flags=re.MULTILINE)
+
+
+def test_docs_scenarios_lists_every_shipped_scenario_once() -> None:
+    documented = documented_scenarios()
+    assert len(documented) == len(set(documented)), "a scenario is listed twice in docs/scenarios.md"
+    shipped = set(list_scenarios())
+    assert not shipped - set(documented), f"shipped but not in docs/scenarios.md: {sorted(shipped - set(documented))}"
+    assert not set(documented) - shipped, f"in docs/scenarios.md but not shipped: {sorted(set(documented) - shipped)}"
 
 
 def test_the_failure_scenarios_end_in_the_provider_errors() -> None:

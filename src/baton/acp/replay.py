@@ -1,4 +1,4 @@
-"""Bringing back an ACP agent's own session on resume, and tagging what it replays (DESIGN.md
+"""Bringing back an ACP agent's own session on resume, and tagging what it replays (docs/design.md
 "The log", "Runs across processes" → Resume).
 
 :func:`restore_session` opens the session a resumed run continues: ``session/resume`` where the

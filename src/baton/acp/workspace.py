@@ -4,7 +4,7 @@ A path is resolved against the workspace with every symlink followed (``..``, an
 path elsewhere, a link pointing out) and refused with ``path_outside_workspace`` unless the
 result lies inside the workspace. The refusal is a JSON-RPC error whose ``data`` carries the
 code, so it is in the log like every answer. A write is an effect baton performs: it waits for
-the commit of the request's log entry first (DESIGN.md "The log").
+the commit of the request's log entry first (docs/design.md "The log").
 """
 
 from __future__ import annotations

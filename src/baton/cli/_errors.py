@@ -11,7 +11,7 @@ __all__ = ["exit_code_for", "report_error"]
 
 
 def exit_code_for(error: BatonError) -> int:
-    """2 for usage errors, 3 for refusals (a gate's included), 1 for everything else (DESIGN.md exit codes)."""
+    """2 for usage errors, 3 for refusals (a gate's included), 1 for everything else (docs/design.md exit codes)."""
     if isinstance(error, UsageError):
         return 2
     if isinstance(error, RefusedError | GateError):

@@ -1,4 +1,4 @@
-"""Log entries → runner events (DESIGN.md "Runner events v1"; docs/events.md).
+"""Log entries → runner events (docs/design.md "Runner events v1"; docs/events.md).
 
 Pure and agent-agnostic: a :class:`Projector` reads one run's entries in ``seq`` order and
 returns the events each one yields; the same entries always give the same events with the same

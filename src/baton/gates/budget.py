@@ -1,5 +1,5 @@
 """A run's budget ``{usd?, turns?, seconds?}`` and what it has spent: reaching the budget opens a
-``resource_limit`` gate instead of ending the run (DESIGN.md "Gates, precisely").
+``resource_limit`` gate instead of ending the run (docs/design.md "Gates, precisely").
 
 What counts:
 

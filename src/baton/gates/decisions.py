@@ -1,6 +1,6 @@
 """Decision bodies: which kind of gate each one resolves, and whether it is valid for that gate.
 
-The bodies are the HTTP bodies of DESIGN.md "HTTP basics" (the CLI and the Python API build
+The bodies are the HTTP bodies of docs/design.md "HTTP basics" (the CLI and the Python API build
 the same ones):
 
     tool            {decision: approve|deny, bound_call_id, bound_input_hash,

@@ -1,6 +1,6 @@
 """Gates as the Python API hands them out (``await baton.gates(run_id=…, status=…)``).
 
-Each method builds the decision body of DESIGN.md "HTTP basics" and records it through the
+Each method builds the decision body of docs/design.md "HTTP basics" and records it through the
 :class:`~baton.gates.ledger.GateLedger`, so the API, the CLI and the HTTP server refuse the same
 things with the same codes. The binding defaults to the gate's own (the human decides the gate
 as listed); pass ``bound_call_id``/``bound_input_hash`` to check what a UI showed instead.

@@ -1,6 +1,6 @@
 """The gate ledger: every gate a run opened, and the one decision each received.
 
-A gate is a row of ``gates`` (DESIGN.md "Gates, precisely"). It is stored before it is
+A gate is a row of ``gates`` (docs/design.md "Gates, precisely"). It is stored before it is
 announced, it never changes once decided, and a decision is recorded by one ``UPDATE … WHERE
 status = 'pending'`` in the same transaction as the inbox command (kind ``gate_decision``,
 payload ``{"gate_id"}``) that wakes whichever process executes the run — so of two decisions

@@ -1,6 +1,6 @@
 """The rule a human's "remember for this session" stores: the narrowest useful rule for a call.
 
-Never the bare tool (DESIGN.md "Tool decision"): a ``Bash`` call gives ``Bash(<first words>:*)``
+Never the bare tool (docs/design.md "Tool decision"): a ``Bash`` call gives ``Bash(<first words>:*)``
 — the command word and, unless the next word is an option, that word too (``npm test -- -x``
 → ``Bash(npm test:*)``, ``python3 tool.py x`` → ``Bash(python3 tool.py:*)``, ``ls -la`` →
 ``Bash(ls:*)``); a file tool

@@ -1,4 +1,4 @@
-"""Adopting runs whose executor died and which have work (DESIGN.md "Runs across processes").
+"""Adopting runs whose executor died and which have work (docs/design.md "Runs across processes").
 
 ``baton worker`` and ``baton serve`` scan the store every ``interval`` seconds for runs that
 no live process executes (``queued``, ``running``, ``paused`` or ``interrupted`` with a dead

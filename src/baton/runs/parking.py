@@ -1,4 +1,4 @@
-"""Waiting for a gate decision, parking a run, and resuming it on decision (DESIGN.md "Gates, precisely").
+"""Waiting for a gate decision, parking a run, and resuming it on decision (docs/design.md "Gates, precisely").
 
 A gate first waits **in-process**: the agent stays blocked in its permission request while
 :func:`wait_for_decision` waits for the gate's row to be decided. A decision made in this

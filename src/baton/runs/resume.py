@@ -1,6 +1,6 @@
 """Resuming a run: what to tell the agent, and how to bring its conversation back.
 
-DESIGN.md "Runs across processes" → Resume, and docs/resume.md:
+docs/design.md "Runs across processes" → Resume, and docs/resume.md:
 
 - **Native path**: the agent restores its own session (Claude: ``resume=`` the run's agent
   session in the run's agent home, forked to a new pinned session id).

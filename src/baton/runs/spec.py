@@ -15,7 +15,7 @@ __all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "require_repo", "run_request",
 
 RunEnd = Literal["finished", "failed", "cancelled", "paused"]  # paused: parked on a gate (not an end)
 
-# DESIGN.md "CLI contract": 0 finished, 1 failed, 2 usage, 3 refused, 4 paused, 5 cancelled.
+# docs/design.md "CLI contract": 0 finished, 1 failed, 2 usage, 3 refused, 4 paused, 5 cancelled.
 EXIT_CODES: dict[str, int] = {"finished": 0, "failed": 1, "cancelled": 5, "paused": 4}
 
 

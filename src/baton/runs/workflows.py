@@ -1,4 +1,4 @@
-"""Runs as DBOS workflows (DESIGN.md "Runs across processes"; docs/runs.md "Workflows").
+"""Runs as DBOS workflows (docs/design.md "Runs across processes"; docs/runs.md "Workflows").
 
 Every execution of a run in a process is one DBOS workflow, ``<run_id>:<attempt>``:
 

@@ -1,4 +1,4 @@
-"""One running run per workspace (DESIGN.md "Runs across processes"): ``workspace_busy``.
+"""One running run per workspace (docs/design.md "Runs across processes"): ``workspace_busy``.
 
 A workspace is a run's resolved repository. It is busy while another run in it is ``queued``,
 ``running`` or ``paused`` and that run's executor is alive (:func:`holds_workspace`) —

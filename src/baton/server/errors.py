@@ -1,6 +1,6 @@
 """Every error code's HTTP status, in one place, and the handlers that answer with it.
 
-Errors are ``{"error": {"code", "message", "details"?}}`` (DESIGN.md "HTTP basics"). A
+Errors are ``{"error": {"code", "message", "details"?}}`` (docs/design.md "HTTP basics"). A
 request FastAPI cannot validate is 422 ``request_invalid`` naming the field; nothing
 unexpected ever reaches the client as a stack trace.
 """

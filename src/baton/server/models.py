@@ -89,7 +89,7 @@ class Task(BaseModel):
 
 
 class Snapshot(BaseModel):
-    """A snapshot of the run's working tree (DESIGN.md "CLI contract"; docs/snapshots.md)."""
+    """A snapshot of the run's working tree (docs/design.md "CLI contract"; docs/snapshots.md)."""
 
     id: str
     run_id: str
@@ -111,7 +111,7 @@ class SnapshotList(BaseModel):
 
 
 class Run(BaseModel):
-    """The run object (DESIGN.md "CLI contract"), the same for the CLI's --json and HTTP."""
+    """The run object (docs/design.md "CLI contract"), the same for the CLI's --json and HTTP."""
 
     id: str
     task_id: str | None
@@ -139,7 +139,7 @@ class Health(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    code: str = Field(description="A stable code from DESIGN.md 'Error codes'.")
+    code: str = Field(description="A stable code from docs/design.md 'Error codes'.")
     message: str
     details: dict[str, Any] | None = None
 
@@ -194,7 +194,7 @@ GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "su
 
 
 class Gate(BaseModel):
-    """The gate object (DESIGN.md "CLI contract"), the same for the CLI's --json and HTTP."""
+    """The gate object (docs/design.md "CLI contract"), the same for the CLI's --json and HTTP."""
 
     id: str
     run_id: str

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SandboxHealth", "create_sandbox_app", "sandbox_may_see", "serve_one_run"]
 
-# DESIGN.md "CLI contract": the exit status of a run's end.
+# docs/design.md "CLI contract": the exit status of a run's end.
 _EXIT_CODES: Final = {"finished": 0, "failed": 1, "cancelled": 5}
 _TERMINAL_POLL_SECONDS: Final = 0.5
 _STREAMS_GRACE_SECONDS: Final = 5.0

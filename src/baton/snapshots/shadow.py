@@ -182,7 +182,7 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A captured working tree (DESIGN.md "Snapshot")."""
+    """A captured working tree (docs/design.md "Concepts")."""
 
     id: str
     commit: str
@@ -203,7 +203,7 @@ class Snapshot:
         return int(self.id[1:])
 
     def to_dict(self, *, since_base: bool = True) -> dict[str, Any]:
-        """The snapshot object of DESIGN.md "CLI contract", plus the details baton records.
+        """The snapshot object of docs/design.md "CLI contract", plus the details baton records.
 
         ``since_base=False`` leaves out ``since_base`` and ``modes``: the changes against the
         base, which grow with the run (the session log records each step's own changes).

@@ -1,4 +1,4 @@
-"""One running run per workspace, claimed atomically (DESIGN.md "Runs across processes").
+"""One running run per workspace, claimed atomically (docs/design.md "Runs across processes").
 
 A workspace is a run's repository (its ``repo``, else its ``cwd``). Recording a run there, or
 taking one over, first locks the workspace for the rest of the transaction — Postgres: an

@@ -2,7 +2,7 @@
 
 On SQLite every transaction baton opens for writing starts with ``BEGIN IMMEDIATE``: a
 deferred transaction that reads and then writes fails at once with "database is locked"
-when another connection wrote in between (DESIGN.md, "SQLite and Postgres for the log").
+when another connection wrote in between (docs/design.md, "SQLite and Postgres for the log").
 Reads that must not take the write lock use ``engine.connect().execution_options(
 **READ_ONLY)``, which begins a plain deferred transaction.
 """

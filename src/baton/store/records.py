@@ -66,7 +66,7 @@ def new_gate_id() -> str:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """One row of ``tasks``: what to do (DESIGN.md "Concepts")."""
+    """One row of ``tasks``: what to do (docs/design.md "Concepts")."""
 
     id: str
     prompt: str
@@ -95,7 +95,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One row of ``runs``; :meth:`to_dict` is the run object of DESIGN.md."""
+    """One row of ``runs``; :meth:`to_dict` is the run object of docs/design.md."""
 
     id: str
     task_id: str | None
@@ -152,7 +152,7 @@ _PUBLIC_FIELDS: Final = (
 
 @dataclass(frozen=True)
 class GateRecord:
-    """One gate as stored; :meth:`to_json` is DESIGN.md's gate object (CLI ``--json``, HTTP)."""
+    """One gate as stored; :meth:`to_json` is docs/design.md's gate object (CLI ``--json``, HTTP)."""
 
     id: str
     run_id: str

@@ -1,4 +1,4 @@
-"""Redaction by value: secrets never reach the log (DESIGN.md, "The log").
+"""Redaction by value: secrets never reach the log (docs/design.md, "The log").
 
 Every credential baton hands an agent and baton's own configuration secrets are registered
 with a :class:`Redactor`; any occurrence in an entry, and any ``Bearer <token>``, becomes
