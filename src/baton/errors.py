@@ -11,7 +11,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         repository_not_allowed, workspace_dirty, run_active,
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
     │                         run_not_resumable, run_exists,
-    │                         rate_limited, body_too_large, headers_too_large, sse_limit
+    │                         rate_limited, body_too_large, headers_too_large, sse_limit,
+    │                         sandbox_unavailable
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -93,6 +94,7 @@ class RefusedError(BatonError):
             "body_too_large",
             "headers_too_large",
             "sse_limit",
+            "sandbox_unavailable",
         }
     )
 

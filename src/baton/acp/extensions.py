@@ -34,6 +34,9 @@ class RunStartedParams(TypedDict):
     prompt: NotRequired[str]  # the task as the user gave it
     agent_command: NotRequired[list[str]]  # --agent-cmd
     trust_agent_permissions: NotRequired[bool]  # only what that agent asks is gated
+    sandbox: NotRequired[str | None]  # --sandbox as asked (None: the configured default)
+    mount_ro: NotRequired[list[str]]  # --mount-ro
+    mount_rw: NotRequired[list[str]]  # --mount-rw
 
 
 class AgentSessionParams(TypedDict):

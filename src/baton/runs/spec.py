@@ -36,6 +36,9 @@ class RunSpec:
     trust_agent_permissions: bool = False  # only what that agent asks is gated
     run_id: str | None = None  # the run's id (baton agent-server --run-id); a new one by default
     owner: str | None = None  # the token sub the run belongs to (HTTP)
+    sandbox: str | None = None  # --sandbox bwrap|none; None: the configured one (docs/sandbox.md)
+    mount_ro: tuple[str, ...] = ()  # --mount-ro: more paths the agent may read
+    mount_rw: tuple[str, ...] = ()  # --mount-rw: more paths the agent may write
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ def run_request(spec: RunSpec) -> dict[str, Any]:
         "ask": list(spec.ask),
         "agent_command": list(spec.agent_command),
         "trust_agent_permissions": spec.trust_agent_permissions,
+        "sandbox": spec.sandbox,
+        "mount_ro": list(spec.mount_ro),
+        "mount_rw": list(spec.mount_rw),
     }
 
 
@@ -81,7 +87,8 @@ def spec_of_request(record: RunRecord) -> RunSpec | None:
 
 def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, repo: Path) -> RunSpec:
     """A run's spec from its record and the rules it was started with — its ``runs.request`` or
-    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust)."""
+    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust, its
+    sandbox and mounts)."""
     return RunSpec(
         prompt=prompt,
         repo=repo,
@@ -98,4 +105,7 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         run_mode="interactive" if record.run_mode == "interactive" else "background",
         agent_command=tuple(str(arg) for arg in rules.get("agent_command") or ()),
         trust_agent_permissions=bool(rules.get("trust_agent_permissions")),
+        sandbox=str(rules["sandbox"]) if rules.get("sandbox") else None,
+        mount_ro=tuple(str(path) for path in rules.get("mount_ro") or ()),
+        mount_rw=tuple(str(path) for path in rules.get("mount_rw") or ()),
     )
