@@ -39,9 +39,10 @@ def test_ctrl_c_in_the_terminal_during_a_command_cancels_the_run(baton: BatonCLI
     controller, terminal = pty.openpty()
     # `setsid --ctty`: baton leads a new session whose controlling terminal is the pty, and is
     # its foreground process group, as in a terminal emulator.
+    args = ["run", "wait", "--repo", str(repo), "--scenario", "long-command", "--mode", "acceptEdits"]
+    args += ["--allow", "Bash"]
     process = subprocess.Popen(
-        ["setsid", "--ctty", *baton_command(), "run", "wait", "--repo", str(repo), "--scenario", "long-command"]
-        + ["--mode", "acceptEdits", "--allow", "Bash"],
+        ["setsid", "--ctty", *baton_command(), *args],
         env={**baton.env, "COLUMNS": "200"},
         stdin=terminal,
         stdout=terminal,
