@@ -19,10 +19,13 @@ __all__ = ["agents_command"]
 def agents_command(
     json_output: Annotated[bool, typer.Option("--json", help="One JSON array of agent objects.")] = False,
 ) -> None:
-    """List the agents baton can run, with their native permission settings (the mode matrix)."""
+    """List the agents baton can run, their native permission settings (the mode matrix), and
+    whether they run contained (``containment_unavailable`` where bubblewrap cannot)."""
     from baton.agents.registry import AGENTS
+    from baton.sandbox.bwrap import containment
 
-    described: list[dict[str, Any]] = [entry.describe() for entry in AGENTS.values()]
+    contained = containment().describe()
+    described: list[dict[str, Any]] = [{**entry.describe(), "containment": contained} for entry in AGENTS.values()]
     if json_output:
         sys.stdout.write(json.dumps(described, indent=1) + "\n")
         return
@@ -45,3 +48,7 @@ def agents_command(
     console = Console(highlight=False)
     console.print(table)
     console.print(modes)
+    if contained["available"]:
+        console.print(f"every agent runs contained: a PID namespace of its own (bubblewrap {contained['version']})")
+    else:
+        console.print(f"{contained['code']}: {contained['reason']}; agents get a death signal each (best effort)")

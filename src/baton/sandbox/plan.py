@@ -100,6 +100,7 @@ class SandboxPlan:
             args += ["--proc", "/proc", "--dev", "/dev"]
             for mount in self.mounts:
                 args += mount.args()
+            args += ["--remount-ro", "/"]  # the new root itself: a write beside a bind fails
         else:
             args += ["--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
         return [*args, "--chdir", str(cwd)]
@@ -202,7 +203,7 @@ def installation_paths() -> list[Path]:
     """What baton and the agents need read-only: the interpreter and its environment, baton's
     own package (``src/`` of an editable install), the agents' npm prefix and its node_modules."""
     import baton
-    from baton.agents.registry import AGENTS_DIR
+    from baton.agents import AGENTS_DIR
 
     paths = [Path(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}]
     paths.append(Path(baton.__file__).resolve().parents[1])
