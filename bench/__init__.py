@@ -24,6 +24,7 @@ MODULES: dict[str, str] = {
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",
     "resume": "bench.resume",
+    "sandbox": "bench.sandbox",
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",
     "subprocess_acp": "bench.subprocess_acp",
