@@ -92,7 +92,7 @@ def test_mounts_and_sandbox_none_are_the_runs_own_and_baton_show_says_so(tmp_pat
 
 
 def test_without_bubblewrap_the_run_says_containment_unavailable(tmp_path: Path) -> None:
-    baton, home, repo = _workstation(tmp_path)
+    baton, _home, repo = _workstation(tmp_path)
     baton.env[BWRAP_VARIABLE] = str(tmp_path / "no-such-bwrap")
     done = baton("run", "echo uncontained", "--repo", str(repo), *SCRIPTED)
     assert done.returncode == 0, done.describe()

@@ -66,7 +66,8 @@ def test_the_sandbox_shows_the_workspace_and_the_agent_home_and_nothing_else_of_
         plan,
         f"echo in > in.txt; echo home > {paths['agent_home']}/h.txt; cat {paths['home']}/.ssh/id_ed25519;"
         f" cat {paths['baton_home']}/baton.db; ls {paths['other_repo']}; echo x > {paths['home']}/.bashrc;"
-        " echo x > ../beside.txt; echo x > /etc/x; echo tmp > /tmp/t && cat /tmp/t; tr '\\0' ' ' < /proc/1/cmdline; echo",
+        " echo x > ../beside.txt; echo x > /etc/x; echo tmp > /tmp/t && cat /tmp/t;"
+        " tr '\\0' ' ' < /proc/1/cmdline; echo",
         paths["workspace"],
     )
     assert (paths["workspace"] / "in.txt").read_text() == "in\n"
@@ -152,7 +153,8 @@ def _as_nobody(root: Path) -> None:
         "from pathlib import Path\n"
         "from baton.sandbox.plan import plan_sandbox\n"
         "root = Path(sys.argv[1])\n"
-        "plan = plan_sandbox(None, workspace=root / 'ws', agent_home=root / 'home' / 'agent', baton_home=root / 'home')\n"
+        "home = root / 'home'\n"
+        "plan = plan_sandbox(None, workspace=root / 'ws', agent_home=home / 'agent', baton_home=home)\n"
         "print(plan.mode, flush=True)\n"
         "argv = plan.wrap(['sh', '-c', 'cat ' + str(root / 'secret') + '; echo ok > ok.txt; sleep 40'], root / 'ws')\n"
         "subprocess.Popen(argv, env={'BATON_RUN_ID': 'run_nobody', 'PATH': '/usr/bin:/bin'})\n"
