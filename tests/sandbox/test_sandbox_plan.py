@@ -220,3 +220,14 @@ def _wait_for(condition: object, seconds: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"not within {seconds} s"
         time.sleep(0.01)
+
+
+@needs_bwrap
+def test_a_command_named_through_a_system_link_runs(tmp_path: Path) -> None:
+    """``/bin/sh`` (``/bin`` a link into ``/usr``) is already there: no second link is made."""
+    paths = _layout(tmp_path)
+    plan = _plan(paths).with_read_only([Path("/bin/sh"), Path(sys.executable)])
+    done = subprocess.run(
+        plan.wrap(["/bin/sh", "-c", "echo linked"], paths["workspace"]), capture_output=True, text=True
+    )
+    assert done.stdout == "linked\n", done.stderr

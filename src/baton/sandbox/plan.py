@@ -232,15 +232,14 @@ def _binds(paths: Iterable[Path], kind: MountKind) -> list[Mount]:
 
 def _ordered(mounts: list[Mount]) -> list[Mount]:
     """Parents before children (a later mount shows through an earlier one); a path under a bind
-    of the same kind, or a symlink inside any bind (the bind already shows it), is dropped."""
+    of the same kind, or a symlink inside a bind or behind another symlink, is dropped."""
     kept: list[Mount] = []
     seen: set[tuple[Path, str]] = set()
     for mount in sorted(mounts, key=lambda m: len(m.path.parts)):
         if (mount.path, mount.kind) in seen:
             continue
-        binds = [m for m in kept if m.kind in ("ro", "rw")]
-        if mount.kind == "symlink" and any(_inside(mount.path, m.path) for m in binds):
-            continue
+        if mount.kind == "symlink" and any(_inside(mount.path, m.path) for m in kept if m.kind != "tmpfs"):
+            continue  # a bind already shows it, or it lies behind another link (/bin/sh behind /bin)
         if mount.kind in ("ro", "rw"):
             enclosing = [m for m in kept if m.kind != "symlink" and _inside(mount.path, m.path)]
             if enclosing and max(enclosing, key=lambda m: len(m.path.parts)).kind == mount.kind:
