@@ -231,3 +231,25 @@ def test_a_command_named_through_a_system_link_runs(tmp_path: Path) -> None:
         plan.wrap(["/bin/sh", "-c", "echo linked"], paths["workspace"]), capture_output=True, text=True
     )
     assert done.stdout == "linked\n", done.stderr
+
+
+@needs_bwrap
+def test_a_worktree_workspace_reads_its_repository_and_writes_only_objects(tmp_path: Path) -> None:
+    """A workspace made by ``git worktree add``: git works in it (status, new objects); the
+    repository's refs and its other worktrees stay read-only, so a commit's ref update fails."""
+    paths = _layout(tmp_path)
+    main = paths["home"] / "src" / "main"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(main)], check=True)
+    subprocess.run([*git, "-C", str(main), "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    worktree = paths["home"] / "src" / "feature"
+    subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", "-b", "feature", str(worktree)], check=True)
+    plan = plan_sandbox(None, workspace=worktree, agent_home=paths["agent_home"], baton_home=paths["baton_home"])
+    assert str(main / ".git") in plan.describe()["read_only"]
+    assert str(main / ".git" / "objects") in plan.describe()["writable"]
+    script = (
+        "git status --short && echo STATUS-OK; echo new > new.txt; git hash-object -w new.txt && echo OBJECT-OK;"
+        f" echo x > {main}/.git/refs/heads/main || echo REFS-READ-ONLY; ls {main}/README 2>&1 | head -1"
+    )
+    done = _sh(plan, script, worktree)
+    assert "STATUS-OK" in done.stdout and "OBJECT-OK" in done.stdout and "REFS-READ-ONLY" in done.stdout, done
