@@ -64,13 +64,15 @@ def _args(trial: KillTrial, repo: Path) -> list[str]:
     return args
 
 
-def _moment_reached(trial: KillTrial, database: Path, server: ScriptedModelServer, run_id: str | None) -> bool:
+def _moment_reached(
+    trial: KillTrial, database: Path, server: ScriptedModelServer, first_request: int, run_id: str | None
+) -> bool:
     if run_id is None:
         return False
     if trial.moment == "gate":
         return count(database, "SELECT COUNT(*) FROM gates WHERE status = 'pending'") > 0
     if trial.moment == "stream":
-        return any(request.step == 3 for request in list(server.requests))
+        return any(request.step == 3 for request in list(server.requests)[first_request:])
     for pid in run_process_ids(run_id):
         try:
             if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"sleep"):
@@ -109,6 +111,7 @@ def run_trial(tmp_path: Path, server: ScriptedModelServer, trial: KillTrial) -> 
         OPENAI_API_KEY=MODEL_KEY,
     )
     database = home / "baton.db"
+    first_request = len(server.requests)  # the server is shared by the trials
     process = subprocess.Popen(
         [*baton_command(), *_args(trial, repo)],
         env=env,
@@ -123,7 +126,7 @@ def run_trial(tmp_path: Path, server: ScriptedModelServer, trial: KillTrial) -> 
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and process.poll() is None:
             run_id = run_id or _run_id(database)
-            if _moment_reached(trial, database, server, run_id):
+            if _moment_reached(trial, database, server, first_request, run_id):
                 break
             time.sleep(0.01)
         assert run_id is not None and process.poll() is None, f"{where}: {process.communicate()}"
