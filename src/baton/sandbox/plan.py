@@ -19,6 +19,7 @@ Mode ``none`` keeps the containment and binds ``/`` as it is. Where containment 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "check_sandbox",
     "command_paths",
     "installation_paths",
+    "path_directories",
     "plan_sandbox",
 ]
 
@@ -209,7 +211,24 @@ def installation_paths() -> list[Path]:
     paths.append(Path(baton.__file__).resolve().parents[1])
     if AGENTS_DIR.is_dir():
         paths += [AGENTS_DIR, AGENTS_DIR / "node_modules"]
-    return paths
+    return paths + path_directories(os.environ.get("PATH", ""))
+
+
+def path_directories(search_path: str) -> list[Path]:
+    """The tools the user put on ``PATH`` (the agents get the same ``PATH``): each directory, or
+    for a version manager's ``shims`` (pyenv's ``~/.pyenv/shims``) the manager's root, which
+    the shims run from. ``/`` and the home directory itself are never among them."""
+    home = Path.home().resolve()
+    found: list[Path] = []
+    for entry in search_path.split(os.pathsep):
+        path = Path(entry)
+        if not path.is_absolute() or not os.access(path, os.R_OK | os.X_OK) or not path.is_dir():
+            continue  # not there, or not this user's to read
+        if path.name == "shims":
+            path = path.parent
+        if path.resolve() not in (Path("/"), home):
+            found.append(path)
+    return found
 
 
 def command_paths(argv: Sequence[str]) -> list[Path]:

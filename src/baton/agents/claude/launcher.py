@@ -77,6 +77,8 @@ def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path) -
         words.append("--clearenv")
         for name in SDK_VARIABLES:  # the SDK sets these for the CLI (bubblewrap clears the rest)
             words += ["--setenv", name, f'"${{{name}-}}"']
+        # this very baton (which may come from PYTHONPATH, not the installed one)
+        words += ["--setenv", "PYTHONPATH", shlex.quote(str(Path(__file__).resolve().parents[3]))]
         words.append("--")
     module = ["-P", "-m", "baton.agents.claude.launcher", shlex.quote(str(launch_file))]
     return [*words, shlex.quote(sys.executable), *module]
