@@ -35,12 +35,13 @@ $(AGENTS_STAMP): agents/package.json agents/package-lock.json
 	! git rev-parse --git-dir >/dev/null 2>&1 || git diff --quiet -- agents/package-lock.json || { echo "setup: npm changed agents/package-lock.json" >&2; exit 1; }
 	touch $(AGENTS_STAMP)
 
-# Codex runs every command in a bubblewrap sandbox; without bwrap its commands fail.
+# baton contains every agent with bubblewrap (docs/sandbox.md; without it: containment_unavailable),
+# and Codex runs every command in a bubblewrap sandbox of its own.
 bwrap:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap; \
-	else echo "bwrap: install Debian's bubblewrap package (codex needs it)" >&2; exit 1; fi
+	else echo "bwrap: install Debian's bubblewrap package (baton contains agents with it; codex needs it)" >&2; exit 1; fi
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -26,6 +26,7 @@ MODULES: dict[str, str] = {
     "inbox": "bench.inbox",
     "resume": "bench.resume",
     "sandbox_proxy": "bench.sandbox_proxy",
+    "sandbox": "bench.sandbox",
     "snapshot": "bench.snapshot",
     "sse_fanout": "bench.sse_fanout",
     "startup": "bench.startup",

@@ -50,6 +50,11 @@ class Settings:
     # Runs executing at once in one process (more wait ``queued``): ~250 MB and much of a core
     # each, so 2 on a 2-core machine (docs/runs.md "Concurrency").
     concurrency: int = 2
+    # Where agents run (docs/sandbox.md): "bwrap" (the filesystem sandbox), "none" (contained
+    # only), None: bwrap where bubblewrap works. Extra paths every run's sandbox binds.
+    sandbox: str | None = None
+    sandbox_mount_ro: tuple[Path, ...] = ()
+    sandbox_mount_rw: tuple[Path, ...] = ()
 
     @property
     def resolved_database_url(self) -> str:
@@ -100,7 +105,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -112,8 +117,28 @@ def _from_toml(path: Path) -> dict[str, Any]:
     return values
 
 
+def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """``sandbox = "bwrap"``, or a table ``[sandbox]`` with ``mode``, ``mount_ro``, ``mount_rw``."""
+    if raw is None:
+        return {}
+    table = {"mode": raw} if isinstance(raw, str) else raw
+    if not isinstance(table, dict):
+        raise UsageError("config_invalid", f'{path}: sandbox is a mode ("bwrap", "none") or a table')
+    values: dict[str, Any] = {}
+    if table.get("mode") is not None:
+        values["sandbox"] = str(table["mode"])
+    for key in ("mount_ro", "mount_rw"):
+        paths = table.get(key) or []
+        if not isinstance(paths, list) or not all(isinstance(item, str) for item in paths):
+            raise UsageError("config_invalid", f"{path}: sandbox.{key} is a list of paths")
+        values[f"sandbox_{key}"] = tuple(Path(item) for item in paths)
+    return values
+
+
 def _from_env(env: dict[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    if env.get("BATON_SANDBOX"):
+        values["sandbox"] = env["BATON_SANDBOX"]
     if env.get("BATON_DATABASE_URL"):
         values["database_url"] = env["BATON_DATABASE_URL"]
     if env.get("BATON_GATE_GRACE_SECONDS"):

@@ -12,7 +12,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_running, run_not_interactive, run_paused, run_ended,
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
-    │                         net_not_allowed
+    │                         net_not_allowed,
+    │                         sandbox_unavailable
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -98,6 +99,7 @@ class RefusedError(BatonError):
             "headers_too_large",
             "sse_limit",
             "net_not_allowed",
+            "sandbox_unavailable",
         }
     )
 

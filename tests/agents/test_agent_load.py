@@ -109,7 +109,10 @@ async def test_a_lost_agent_session_falls_back_to_the_rebuilt_conversation(
     spec = _first_turn(repo)
     async with Baton(settings) as baton:
         first = await (await baton.start(spec)).wait()
-        for kept in (tmp_path / "user-home" / ".acp-script-agent").iterdir():
+        # Its HOME: the user's, or in the filesystem sandbox the run's agent home (docs/sandbox.md).
+        homes = [settings.run_dir(first.run_id) / "agent-home", tmp_path / "user-home"]
+        (kept_dir,) = [home / ".acp-script-agent" for home in homes if (home / ".acp-script-agent").is_dir()]
+        for kept in kept_dir.iterdir():
             kept.unlink()  # the agent forgot every session
         second = await (await baton.resume(first.run_id, "again")).wait()
         entries = await baton.log.read(second.run_id)

@@ -151,6 +151,7 @@ asyncio.run(main())
 
 
 def test_the_agent_dies_with_baton(tmp_path: Path) -> None:
+    import contextlib
     import os
     import signal
     import subprocess
@@ -159,6 +160,8 @@ def test_the_agent_dies_with_baton(tmp_path: Path) -> None:
 
     from tests.agents.conftest import SCRIPT
 
+    from baton.agents.processes import run_process_ids
+
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(SCRIPT), "run_dies_with_baton"],
         stdout=subprocess.PIPE,
@@ -166,26 +169,26 @@ def test_the_agent_dies_with_baton(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert holder.stdout is not None
-    agent_pid = int(holder.stdout.readline())
-    assert Path(f"/proc/{agent_pid}").exists()
-    # setpriv sets the death signal, then execs the agent: a parent killed before that (a few
-    # ms after the spawn, longer under load) would leave no signal set. Wait for the exec.
+    assert Path(f"/proc/{int(holder.stdout.readline())}").exists()
+
+    def agent_running() -> bool:  # the agent itself, past bwrap (or setpriv), which set the death signal
+        for pid in run_process_ids("run_dies_with_baton"):
+            with contextlib.suppress(OSError):
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+                if not argv0.endswith(("bwrap", "setpriv")):
+                    return True
+        return False
+
+    # The death signal is set in the child before it execs the agent: a parent killed before
+    # that (a few ms after the spawn, longer under load) would leave none. Wait for the agent.
     started = time.monotonic() + 10
-    while "setpriv" in Path(f"/proc/{agent_pid}/cmdline").read_bytes().split(b"\0")[0].decode():
-        assert time.monotonic() < started, "setpriv did not exec the agent"
+    while not agent_running():
+        assert time.monotonic() < started, "the agent did not start"
         time.sleep(0.01)
     os.kill(holder.pid, signal.SIGKILL)  # baton dies without a chance to close anything
     holder.wait()
     holder.stdout.close()
-
-    def alive() -> bool:
-        try:
-            state = Path(f"/proc/{agent_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return False
-        return state != "Z"
-
     deadline = time.monotonic() + 5
-    while alive() and time.monotonic() < deadline:
+    while run_process_ids("run_dies_with_baton") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(), "the agent outlived the process that started it"
+    assert not run_process_ids("run_dies_with_baton"), "the agent outlived the process that started it"

@@ -123,6 +123,10 @@ def test_bad_run_requests_name_the_field(client: httpx.Client, repo: Path) -> No
         ({"repo": str(repo)}, "prompt"),
         ({"prompt": "go"}, "repo"),
         ({"prompt": "go", "repo": "relative/dir"}, "repo"),
+        # A mount (or no sandbox) given by any token would be an escape: runs get the server's.
+        ({"repo": str(repo), "prompt": "go", "mount_rw": ["/"]}, "mount_rw"),
+        ({"repo": str(repo), "prompt": "go", "mount_ro": ["/root"]}, "mount_ro"),
+        ({"repo": str(repo), "prompt": "go", "sandbox": "none"}, "sandbox"),
     ]
     for body, field in cases:
         response = client.post("/v1/runs", json=body)

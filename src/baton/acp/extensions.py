@@ -35,6 +35,9 @@ class RunStartedParams(TypedDict):
     agent_command: NotRequired[list[str]]  # --agent-cmd
     trust_agent_permissions: NotRequired[bool]  # only what that agent asks is gated
     model_source: NotRequired[dict[str, Any]]  # where the model comes from (baton.runs.model_source)
+    sandbox: NotRequired[str | None]  # --sandbox as asked (None: the configured default)
+    mount_ro: NotRequired[list[str]]  # --mount-ro
+    mount_rw: NotRequired[list[str]]  # --mount-rw
 
 
 class AgentSessionParams(TypedDict):

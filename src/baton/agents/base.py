@@ -3,14 +3,18 @@
 An adapter is started by the runtime for one run and gives the host its end of an ACP
 transport (dict messages). The in-process Claude adapter links an ACP agent object with a
 memory transport pair; subprocess agents wrap the child's stdio in a line transport.
-``aclose()`` must end everything the adapter started (idempotent).
+``aclose()`` must end everything the adapter started (idempotent); ``sandbox`` says where the
+agent runs (logged as ``_baton/sandbox``).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from acp._transport import Transport
+
+if TYPE_CHECKING:
+    from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["AgentProcess"]
 
@@ -19,6 +23,11 @@ class AgentProcess(Protocol):
     """One running agent for one run."""
 
     name: str
+
+    @property
+    def sandbox(self) -> SandboxPlan | None:
+        """Where the agent runs (baton.sandbox); None: contained only."""
+        ...
 
     async def start(self) -> Transport:
         """Start the agent; return the host's end of the ACP transport."""

@@ -9,7 +9,8 @@ says so on stderr and in ``_baton/run_started``).
 
 Its environment is the allow-list every subprocess agent gets (``PATH``, locale, ``TERM``, the
 configured passthrough, ``BATON_RUN_ID``) plus the user's ``HOME`` (the agent's own
-configuration lives there) and the model credentials baton knows (``ANTHROPIC_*``,
+configuration lives there; in the filesystem sandbox, where the user's home is not there, the
+run's agent home) and the model credentials baton knows (``ANTHROPIC_*``,
 ``OPENAI_*``, ``GEMINI_API_KEY``, ``GOOGLE_GEMINI_BASE_URL`` when set), which the log redacts.
 """
 
@@ -97,6 +98,8 @@ def command_launch(argv: tuple[str, ...]) -> Any:
 
     def launch(context: LaunchContext, executable: Path) -> AgentCommand:
         env = command_environment(context.run_id, context.passthrough, context.parent)
+        if context.sandboxed:  # the user's home is not in the sandbox: the run's agent home is HOME
+            env["HOME"] = str(context.agent_home)
         return AgentCommand(argv=(str(executable), *argv[1:]), env=env, cwd=context.workspace, run_id=context.run_id)
 
     return launch

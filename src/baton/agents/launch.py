@@ -9,7 +9,7 @@ model credentials present (``model_credentials_missing``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
@@ -17,6 +17,7 @@ from baton.agents.subprocess import LaunchContext, SubprocessAgent
 from baton.config import Settings
 from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
+from baton.sandbox.plan import SandboxPlan, command_paths
 
 __all__ = ["PreparedAgent", "SubprocessLaunch", "credentials_missing", "model_endpoint", "prepare_subprocess_agent"]
 
@@ -27,6 +28,7 @@ class SubprocessLaunch:
     workspace: Path
     agent_home: Path
     model: str | None
+    sandbox: SandboxPlan | None = None  # the run's sandbox (the command's own files are added to it)
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,13 @@ class PreparedAgent:
             parent=self.parent,
             setting=self.setting.config,
             max_retries=self.max_retries,
+            sandboxed=launch.sandbox is not None and launch.sandbox.filesystem,
         )
-        return SubprocessAgent(self.entry.name, self.entry.launch(context, self.executable))
+        command = self.entry.launch(context, self.executable)
+        if launch.sandbox is not None:
+            sandbox = launch.sandbox.with_read_only([self.executable, *command_paths(command.argv)])
+            command = replace(command, sandbox=sandbox)
+        return SubprocessAgent(self.entry.name, command)
 
 
 _CREDENTIALS = {

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import rfc8785
 
+from baton.agents import AGENTS_DIR
 from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
@@ -58,8 +58,6 @@ __all__ = [
     "get_agent",
 ]
 
-AGENTS_DIR = Path(os.environ.get("BATON_AGENTS_DIR") or Path(__file__).resolve().parents[3] / "agents")
-"""The npm prefix ``make setup`` installs pinned agents into (``BATON_AGENTS_DIR`` elsewhere)."""
 
 WORKSPACE = "{workspace}"  # placeholder in probe paths, replaced by the run's workspace
 

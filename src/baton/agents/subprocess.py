@@ -7,10 +7,16 @@ bounded ``_baton/console`` entries (see :mod:`baton.agents.line_transport`).
 
 Shutdown (``aclose``): close stdin, give the agent a moment, SIGTERM its process group, then
 SIGKILL it, then every process that still carries the run's ``BATON_RUN_ID`` (an agent's
-tools may run in sessions of their own, inside a sandbox). If baton itself dies, the agent
-gets SIGKILL from the kernel (``setpriv --pdeathsig KILL``, util-linux): ACP agents do not
-exit when their stdin closes. The signal is set by setpriv before it execs the agent: a baton
-killed in the few milliseconds between the spawn and that exec leaves the agent running (the
+tools may run in sessions of their own, inside a sandbox).
+
+The agent runs contained (:mod:`baton.sandbox`): ``bwrap --unshare-pid --die-with-parent``,
+spawned from the event loop's thread, so when baton dies for any reason the kernel ends the
+agent and everything it started (ACP agents do not exit when their stdin closes). The command's
+``sandbox`` plan adds the filesystem sandbox; without one the agent is contained only. Where
+bubblewrap cannot contain, the agent gets SIGKILL from the kernel through ``setpriv
+--pdeathsig KILL`` (util-linux) and its tools are found by ``BATON_RUN_ID`` on the next
+cleanup; in both cases the signal is set in the child before it execs the agent: a baton
+killed in the few milliseconds between the spawn and that point leaves the agent running (the
 next ``baton`` that resumes or adopts the run kills what carries its ``BATON_RUN_ID``).
 """
 
@@ -18,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +35,8 @@ from acp._transport import Transport
 from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.errors import AgentError
+from baton.sandbox.bwrap import containment
+from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["AgentCommand", "ExitReport", "LaunchContext", "SubprocessAgent"]
 
@@ -51,6 +58,7 @@ class LaunchContext:
     parent: Mapping[str, str]
     setting: object  # the chosen NativeSetting's agent-specific config
     max_retries: int | None = None  # model API retries; None: the agent's default
+    sandboxed: bool = False  # the filesystem is confined (the user's home is not there)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class AgentCommand:
     run_id: str
     session_meta: Mapping[str, Any] | None = None  # ``_meta`` of ``session/new`` (claude-acp: settingSources)
     session_mode: str | None = None  # set with ``session/set_mode`` right after ``session/new``
+    sandbox: SandboxPlan | None = None  # the run's sandbox; None: contained only
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,10 @@ class SubprocessAgent:
         self._transport: LineTransport | None = None
         self._closed = False
 
+    @property
+    def sandbox(self) -> SandboxPlan | None:
+        return self.command.sandbox
+
     async def start(self) -> Transport:
         if self.process is not None or self._closed:
             raise RuntimeError("an agent process starts once")
@@ -102,7 +115,7 @@ class SubprocessAgent:
         env[RUN_ID_VARIABLE] = command.run_id
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *_dies_with_parent(command.argv),
+                *_contained(command),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -151,10 +164,10 @@ class SubprocessAgent:
             await self._transport.close()
 
 
-def _dies_with_parent(argv: Sequence[str]) -> list[str]:
-    """``argv`` behind ``setpriv --pdeathsig KILL`` where util-linux has it (the pid stays the same)."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+def _contained(command: AgentCommand) -> list[str]:
+    """The command line inside the run's sandbox (or contained only)."""
+    plan = command.sandbox or SandboxPlan("none", containment())
+    return plan.wrap(command.argv, command.cwd)
 
 
 async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:

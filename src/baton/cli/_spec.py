@@ -22,7 +22,10 @@ __all__ = [
     "MaxTurnsOption",
     "ModeOption",
     "ModelOption",
+    "MountRoOption",
+    "MountRwOption",
     "RepoOption",
+    "SandboxOption",
     "build_spec",
 ]
 
@@ -50,6 +53,17 @@ MaxSecondsOption = Annotated[
     typer.Option("--max-seconds", help="Ask to continue once the run's turns took this long (checked mid-turn)."),
 ]
 
+SandboxOption = Annotated[
+    str | None,
+    typer.Option("--sandbox", help="bwrap: the agent sees only its workspace and what it needs; none: all of it."),
+]
+MountRoOption = Annotated[
+    list[str] | None, typer.Option("--mount-ro", help="Another path the sandboxed agent may read (absolute).")
+]
+MountRwOption = Annotated[
+    list[str] | None, typer.Option("--mount-rw", help="Another path the sandboxed agent may write (absolute).")
+]
+
 
 def build_spec(
     prompt: str,
@@ -70,6 +84,9 @@ def build_spec(
     run_id: str | None = None,
     owner: str | None = None,
     scenario: str | None = None,
+    sandbox: str | None = None,
+    mount_ro: list[str] | None = None,
+    mount_rw: list[str] | None = None,
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
     require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
@@ -104,4 +121,7 @@ def build_spec(
         run_id=run_id,
         owner=owner,
         scenario=scenario,
+        sandbox=sandbox,
+        mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
+        mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
     )

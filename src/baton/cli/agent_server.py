@@ -27,7 +27,10 @@ from baton.cli._spec import (
     MaxTurnsOption,
     ModelOption,
     ModeOption,
+    MountRoOption,
+    MountRwOption,
     RepoOption,
+    SandboxOption,
     build_spec,
 )
 from baton.config import Settings
@@ -75,6 +78,9 @@ def agent_server_command(
     budget_usd: BudgetUsdOption = None,
     max_turns: MaxTurnsOption = None,
     max_seconds: MaxSecondsOption = None,
+    sandbox: SandboxOption = None,
+    mount_ro: MountRoOption = None,
+    mount_rw: MountRwOption = None,
     owner: Annotated[
         str | None, typer.Option("--owner", help="Only tokens with this sub (or admin) see the run.")
     ] = None,
@@ -110,6 +116,9 @@ def agent_server_command(
             budget_usd=budget_usd,
             max_turns=max_turns,
             max_seconds=max_seconds,
+            sandbox=sandbox,
+            mount_ro=mount_ro,
+            mount_rw=mount_rw,
             run_mode=mode_of_run,
             task_id=task_id,
             run_id=run_id,

@@ -28,32 +28,41 @@ def agents_command(
     name: Annotated[str | None, typer.Argument(help="One agent: its native settings in full.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="One JSON array of agent objects.")] = False,
 ) -> None:
-    """List the agents baton can run and the modes each can be held to (NAME: its mode matrix)."""
+    """List the agents baton can run and the modes each can be held to (NAME: its mode matrix), and
+    whether they run contained (``containment_unavailable`` where bubblewrap cannot)."""
     from baton.agents.registry import AGENTS, get_agent
+    from baton.sandbox.bwrap import containment
 
     try:
         entries = [get_agent(name)] if name is not None else list(AGENTS.values())
     except BatonError as exc:
         raise typer.Exit(report_error(exc, json_output)) from None
-    described: list[dict[str, Any]] = [entry.describe() for entry in entries]
+    contained = containment().describe()
+    described: list[dict[str, Any]] = [{**entry.describe(), "containment": contained} for entry in entries]
     if json_output:
         sys.stdout.write(json.dumps(described, indent=1) + "\n")
         return
     console = Console(highlight=False)
+    if contained["available"]:
+        note = f"every agent runs contained: a PID namespace of its own (bubblewrap {contained['version']})"
+    else:
+        note = f"{contained['code']}: {contained['reason']}; agents get a death signal each (best effort)"
     if name is None:
-        _overview(console, described)
+        _overview(console, described, note)
     else:
         _details(console, described[0])
+        console.print(f"\n{escape(note)}")
 
 
-def _overview(console: Console, agents: list[dict[str, Any]]) -> None:
+def _overview(console: Console, agents: list[dict[str, Any]], note: str) -> None:
     rows = [("agent", "installed", "version", "modes it can be held to")]
     rows += [(a["name"], _installed(a), _version(a), _modes(a["modes"])) for a in agents]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     for number, row in enumerate(rows):
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3]
         console.print(f"[bold]{escape(line)}[/]" if number == 0 else escape(line), soft_wrap=True)
-    console.print("\n[dim]Modes with no rules. baton agents NAME: what it does unasked, and the evidence.[/]")
+    console.print(f"\n{escape(note)}")
+    console.print("[dim]Modes with no rules. baton agents NAME: what it does unasked, and the evidence.[/]")
 
 
 def _details(console: Console, agent: dict[str, Any]) -> None:

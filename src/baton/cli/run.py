@@ -20,7 +20,10 @@ from baton.cli._spec import (
     MaxTurnsOption,
     ModelOption,
     ModeOption,
+    MountRoOption,
+    MountRwOption,
     RepoOption,
+    SandboxOption,
     build_spec,
 )
 from baton.config import Settings
@@ -42,6 +45,9 @@ def run_command(
     budget_usd: BudgetUsdOption = None,
     max_turns: MaxTurnsOption = None,
     max_seconds: MaxSecondsOption = None,
+    sandbox: SandboxOption = None,
+    mount_ro: MountRoOption = None,
+    mount_rw: MountRwOption = None,
     scenario: Annotated[
         str | None,
         typer.Option(
@@ -79,6 +85,9 @@ def run_command(
             budget_usd=budget_usd,
             max_turns=max_turns,
             max_seconds=max_seconds,
+            sandbox=sandbox,
+            mount_ro=mount_ro,
+            mount_rw=mount_rw,
             run_mode="interactive" if interactive else "background",
             agent_cmd=agent_cmd,
             trust_agent_permissions=trust_agent_permissions,

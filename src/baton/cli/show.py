@@ -37,6 +37,9 @@ def show_command(
     for key, value in body.items():
         if key == "transitions":
             continue
+        if key == "sandbox":
+            sys.stdout.write(f"{'sandbox:':<18} {_sandbox_line(value)}\n")
+            continue
         sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     sys.stdout.write("transitions:\n")
     for step in body["transitions"]:
@@ -45,15 +48,29 @@ def show_command(
         )
 
 
+def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
+    if sandbox is None:
+        return "-"
+    bwrap = sandbox.get("bwrap") or {}
+    if sandbox.get("containment") != "pid_namespace":
+        return f"none: {sandbox.get('code')} ({bwrap.get('reason')})"
+    line = f"{sandbox.get('mode')} (bubblewrap {bwrap.get('version')}, pid namespace, network {sandbox.get('network')})"
+    if sandbox.get("mode") == "bwrap":
+        line += f"; writable: {', '.join(sandbox.get('writable') or [])}"
+    return line
+
+
 async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
     async with Runs(settings) as runs:
         record = await runs.get_run(run_id)
         transitions = await runs.transitions(run_id)
         last_seq = await runs.log_position(run_id)
+        sandbox = await runs.last_note(run_id, "_baton/sandbox")
     body = record.to_dict()
     body.update({name: getattr(record, name) for name in _DETAILS})
     body["executor_id"] = record.executor_id
     body["executor_alive"] = executor_alive(record.executor_id, record.heartbeat_at)
     body["log_entries"] = last_seq
+    body["sandbox"] = sandbox  # where the run's latest execution ran its agent (docs/sandbox.md)
     body["transitions"] = [step.to_dict() for step in transitions]
     return body

@@ -51,8 +51,10 @@ from baton.runs.resume import (
     resume_spec,
     run_keeping_conversation,
 )
+from baton.runs.sandboxing import check_run_sandbox, run_sandbox
 from baton.runs.spec import RunOutcome, RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
+from baton.sandbox.plan import SandboxPlan
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
 
@@ -252,6 +254,7 @@ class Baton:
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
+        check_run_sandbox(self.settings, spec)
         return entry, Gatekeeper(policy, repo.resolve())
 
     def _model(self, entry: AgentEntry, scenario: str | None) -> ModelEndpoint:
@@ -276,7 +279,8 @@ class Baton:
 
             def subprocess_agent(run_id: str) -> tuple[AgentProcess, Gatekeeper, AgentEntry | None]:
                 self._redact_credentials(prepared)
-                launch = SubprocessLaunch(run_id, repo, self.settings.run_dir(run_id) / "agent-home", spec.model)
+                home = self.settings.run_dir(run_id) / "agent-home"
+                launch = SubprocessLaunch(run_id, repo, home, spec.model, run_sandbox(self.settings, spec, run_id))
                 return prepared.start(launch), gatekeeper, entry
 
             return subprocess_agent
@@ -306,6 +310,7 @@ class Baton:
                 max_turns=spec.budget_turns,
                 permission_mode=spec.permission_mode,
                 hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
+                sandbox=self._claude_sandbox(spec, run_id, binary),
             )
             planned = gatekeeper.with_plan_dir(run_dir / "agent-home" / ".claude" / "plans")
             return InProcessClaude(launch), planned, None
@@ -337,6 +342,12 @@ class Baton:
         return self._execution(
             record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
         )
+
+    def _claude_sandbox(self, spec: RunSpec, run_id: str, binary: Path) -> SandboxPlan:
+        """The run's sandbox for Claude Code: its launch files and its binary read-only too."""
+        launch_dir = self.settings.run_dir(run_id) / "launch"
+        launch_dir.mkdir(parents=True, exist_ok=True)
+        return run_sandbox(self.settings, spec, run_id, agent_paths=[launch_dir, binary])
 
     def _redact_credentials(self, prepared: PreparedAgent) -> None:
         """The subprocess agent's model key, and every key an ``--agent-cmd`` agent is given."""
@@ -510,7 +521,9 @@ class Baton:
         agent_home = self.settings.run_dir(plan.run_id) / "agent-home"
         agent: AgentProcess
         if prepared is not None:
-            agent = prepared.start(SubprocessLaunch(plan.run_id, Path(plan.spec.repo), agent_home, plan.spec.model))
+            sandbox = run_sandbox(self.settings, plan.spec, plan.run_id)
+            launch = SubprocessLaunch(plan.run_id, Path(plan.spec.repo), agent_home, plan.spec.model, sandbox)
+            agent = prepared.start(launch)
         else:
             assert binary is not None
             gatekeeper = gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
@@ -582,6 +595,7 @@ class Baton:
             hook_timeout_seconds=self.settings.gate_grace_seconds + 60,
             resume_session_id=plan.resume_session_id,
             continues_deferred=plan.continues_deferred,
+            sandbox=self._claude_sandbox(plan.spec, plan.run_id, binary),
         )
 
     async def runs(self, status: str | None = None) -> list[RunRecord]:

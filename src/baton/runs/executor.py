@@ -174,10 +174,18 @@ class RunExecution:
                 opening["trust_agent_permissions"] = spec.trust_agent_permissions
             if self._model_source is not None:
                 opening["model_source"] = self._model_source
+            if spec.sandbox is not None:
+                opening["sandbox"] = spec.sandbox
+            if spec.mount_ro:
+                opening["mount_ro"] = list(spec.mount_ro)
+            if spec.mount_rw:
+                opening["mount_rw"] = list(spec.mount_rw)
             self._note("run_started", opening)
         if self._resume is not None:
             self._note("resume", self._resume)
         self._note("status", {"status": "running", "reason": reason})
+        if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
+            self._note("sandbox", self._agent.sandbox.describe())
         started = time.monotonic()
         try:
             async with self._snapshots or contextlib.nullcontext():

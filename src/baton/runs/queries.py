@@ -188,6 +188,16 @@ class Runs:
         await self._read.get_run(run_id)
         return await self._read.read_log(run_id, after=after, until=until)
 
+    async def last_note(self, run_id: str, method: str) -> dict[str, Any] | None:
+        """The params of the run's last log entry of ``method`` (e.g. ``_baton/sandbox``), or None.
+        Reads the log from its start: fine for ``baton show``, not for a hot path."""
+        found: dict[str, Any] | None = None
+        for entry in await self.read_log(run_id):
+            if entry["method"] == method:
+                params = entry["payload"].get("params")
+                found = params if isinstance(params, dict) else found
+        return found
+
     async def runner_events(self, run_id: str, after: int = 0) -> list[RunnerEvent]:
         """The run's runner events with ``seq > after``, projected from its whole log."""
         from baton.events.project import project

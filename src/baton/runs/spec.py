@@ -41,6 +41,9 @@ class RunSpec:
     # --scenario: baton's scripted model server plays this scenario instead of a real model API;
     # the run remembers it (its ``model_source``), so whoever continues it uses the same.
     scenario: str | None = None
+    sandbox: str | None = None  # --sandbox bwrap|none; None: the configured one (docs/sandbox.md)
+    mount_ro: tuple[str, ...] = ()  # --mount-ro: more paths the agent may read
+    mount_rw: tuple[str, ...] = ()  # --mount-rw: more paths the agent may write
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ def run_request(spec: RunSpec, model_source: Mapping[str, Any]) -> dict[str, Any
         "agent_command": list(spec.agent_command),
         "trust_agent_permissions": spec.trust_agent_permissions,
         "model_source": dict(model_source),
+        "sandbox": spec.sandbox,
+        "mount_ro": list(spec.mount_ro),
+        "mount_rw": list(spec.mount_rw),
     }
 
 
@@ -96,7 +102,8 @@ def spec_of_request(record: RunRecord) -> RunSpec | None:
 
 def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, repo: Path) -> RunSpec:
     """A run's spec from its record and the rules it was started with — its ``runs.request`` or
-    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust); the
+    its ``_baton/run_started`` (``allow``/``deny``/``ask``, ``agent_command``, its trust, its
+    sandbox and mounts); the
     ``model_source`` of ``runs.request`` wins over the one in ``rules`` (``baton resume --scenario``
     changes the former)."""
     request = record.request if isinstance(record.request, dict) else {}
@@ -117,4 +124,7 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         agent_command=tuple(str(arg) for arg in rules.get("agent_command") or ()),
         trust_agent_permissions=bool(rules.get("trust_agent_permissions")),
         scenario=recorded_scenario(request.get("model_source") or rules.get("model_source")),
+        sandbox=str(rules["sandbox"]) if rules.get("sandbox") else None,
+        mount_ro=tuple(str(path) for path in rules.get("mount_ro") or ()),
+        mount_rw=tuple(str(path) for path in rules.get("mount_rw") or ()),
     )

@@ -1,6 +1,10 @@
-"""baton's sandbox network: the model proxy and the allow-list (CONNECT) proxy.
+"""Where agents run: contained in a PID namespace of their own, and sandboxed (docs/sandbox.md).
 
-See ``docs/sandbox-network.md``. A sandboxed agent reaches its model only through
+- :mod:`baton.sandbox.bwrap`: whether bubblewrap can make namespaces here (probed once).
+- :mod:`baton.sandbox.plan`: a run's :class:`~baton.sandbox.plan.SandboxPlan` (what is
+  writable, read-only, invisible) and the command line that starts an agent inside it.
+- The sandbox network (``docs/sandbox-network.md``): the model proxy and the allow-list
+  (CONNECT) proxy. A sandboxed agent reaches its model only through
 :class:`ModelProxy` (which holds the real key) and other hosts only through
 :class:`ConnectProxy` (which lets through the hosts of an :class:`AllowList`).
 """

@@ -90,6 +90,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     # 5xx: baton or the agent could not do it.
     "model_credentials_missing": 503,
     "agent_not_installed": 503,
+    "sandbox_unavailable": 503,
     "agent_start_timeout": 504,
     "agent_exited": 502,
     "agent_error": 502,

@@ -30,7 +30,17 @@ from baton.store._runlog import RunLog
 from baton.store.engine import READ_ONLY
 from baton.store.tables import log_entries, runs
 
-__all__ = ["LogWriter", "Queued", "Row", "StoredEntries", "StoredRow", "read_entries", "read_stored", "run_position"]
+__all__ = [
+    "LogWriter",
+    "Queued",
+    "Row",
+    "StoredEntries",
+    "StoredRow",
+    "last_params",
+    "read_entries",
+    "read_stored",
+    "run_position",
+]
 
 # (run_key, seq, ts, direction, method, payload JSON text): one log_entries row.
 Row = tuple[int, int, str, Direction, str | None, str]
@@ -274,3 +284,20 @@ def read_entries(
 ) -> list[LogEntry]:
     """Committed entries with ``after < seq <= until``, in seq order."""
     return list(read_stored(engine, run_id, run_key, after, until, limit))
+
+
+def last_params(engine: Engine, run_key: int, method: str) -> dict[str, Any] | None:
+    """The ``params`` of the run's latest committed entry with ``method`` (None: there is none)."""
+    columns = log_entries.c
+    query = (
+        select(columns.payload)
+        .where(columns.run_key == run_key, columns.method == method)
+        .order_by(columns.seq.desc())
+        .limit(1)
+    )
+    with engine.connect().execution_options(**READ_ONLY) as connection:
+        row = connection.execute(query).one_or_none()
+    if row is None:
+        return None
+    params = orjson.loads(row[0]).get("params")
+    return params if isinstance(params, dict) else None

@@ -48,6 +48,7 @@ from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
 from baton.gates.budget import LIMIT_SUBTYPES
 from baton.gates.kinds import PLAN_TOOL
+from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["ClaudeAgent", "ClaudeLaunch", "InProcessClaude"]
 
@@ -81,6 +82,8 @@ class ClaudeLaunch:
     # re-evaluates that call as it starts and continues the turn by itself ("Continue from where
     # you left off."), so the first prompt is not sent: it waits for that turn instead.
     continues_deferred: bool = False
+    # The run's sandbox (baton.sandbox): Claude Code and its tools run inside it.
+    sandbox: SandboxPlan | None = None
 
 
 class ClaudeAgent:
@@ -143,7 +146,14 @@ class ClaudeAgent:
         self._session_id = session_id
         self._converter = ClaudeConverter(cwd)
         launch = self._launch
-        cli_path = write_launch_files(launch.launch_dir, binary=launch.binary, env=launch.env, run_id=launch.run_id)
+        cli_path = write_launch_files(
+            launch.launch_dir,
+            binary=launch.binary,
+            env=launch.env,
+            run_id=launch.run_id,
+            sandbox=launch.sandbox,
+            cwd=Path(cwd),
+        )
         options = ClaudeAgentOptions(
             cwd=cwd,
             cli_path=cli_path,
@@ -427,6 +437,7 @@ class InProcessClaude:
     def __init__(self, launch: ClaudeLaunch) -> None:
         self._agent = ClaudeAgent(launch)
         self._connection: AgentSideConnection | None = None
+        self.sandbox = launch.sandbox
 
     async def start(self) -> Transport:
         agent_end, host_end = memory_transport_pair()

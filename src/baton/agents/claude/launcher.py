@@ -6,6 +6,12 @@ starts the real binary instead with:
 - an environment built only from the run's allow-list (written by baton into the launch
   file) plus the three variables the SDK itself sets for the CLI;
 - a session of its own, so the agent and its tools can be killed as a group;
+- inside the run's sandbox (:mod:`baton.sandbox`): the script baton writes starts this
+  wrapper behind ``setsid`` (out of the terminal's foreground process group: a Ctrl-C is
+  baton's to handle, as a cancel) and, where bubblewrap works, inside ``bwrap --unshare-pid
+  --die-with-parent``, spawned by baton's event loop thread, so that the kernel ends Claude Code
+  and every tool it started when baton dies; bubblewrap clears the environment but for the
+  SDK's own variables;
 - stdout filtered line by line: well-formed JSON objects go to the SDK, anything else
   (a garbage line, a truncated JSON line) goes to stderr behind ``MALFORMED_PREFIX``,
   where baton's stderr callback logs it (the SDK drops non-JSON lines silently and fails
@@ -17,7 +23,7 @@ session of its own, and an orphaned CLI would finish its tool and call the model
 
 Usage (written by baton as a tiny shell script)::
 
-    python -m baton.agents.claude.launcher LAUNCH_FILE [claude arguments…]
+    setsid [bwrap … --] python -P -m baton.agents.claude.launcher LAUNCH_FILE [claude arguments…]
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import contextlib
 import ctypes
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
+from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["MALFORMED_PREFIX", "SDK_VARIABLES", "main", "write_launch_files"]
 
@@ -43,16 +52,36 @@ SDK_VARIABLES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_C
 _PR_SET_PDEATHSIG = 1
 
 
-def write_launch_files(directory: Path, *, binary: Path, env: dict[str, str], run_id: str) -> Path:
+def write_launch_files(
+    directory: Path, *, binary: Path, env: dict[str, str], run_id: str, sandbox: SandboxPlan | None = None, cwd: Path
+) -> Path:
     """Write the launch file and the executable ``cli_path`` script; return the script's path."""
     directory.mkdir(parents=True, exist_ok=True)
     launch_file = directory / "launch.json"
     launch_file.write_text(json.dumps({"binary": str(binary), "env": env, "run_id": run_id}))
     launch_file.chmod(0o600)
     script = directory / "claude"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m baton.agents.claude.launcher "{launch_file}" "$@"\n')
+    script.write_text("#!/bin/sh\nexec " + " ".join(_script_command(launch_file, sandbox, cwd)) + ' "$@"\n')
     script.chmod(0o700)
     return script
+
+
+def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path) -> list[str]:
+    """The script's command line (shell words): setsid, the sandbox, this module."""
+    words: list[str] = []
+    setsid = shutil.which("setsid")
+    if setsid:
+        words.append(shlex.quote(setsid))
+    if sandbox is not None and sandbox.contained:
+        words += [shlex.quote(arg) for arg in sandbox.bwrap_args(cwd)]
+        words.append("--clearenv")
+        for name in SDK_VARIABLES:  # the SDK sets these for the CLI (bubblewrap clears the rest)
+            words += ["--setenv", name, f'"${{{name}-}}"']
+        # this very baton (which may come from PYTHONPATH, not the installed one)
+        words += ["--setenv", "PYTHONPATH", shlex.quote(str(Path(__file__).resolve().parents[3]))]
+        words.append("--")
+    module = ["-P", "-m", "baton.agents.claude.launcher", shlex.quote(str(launch_file))]
+    return [*words, shlex.quote(sys.executable), *module]
 
 
 def _die_with_parent() -> None:
@@ -91,10 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m baton.agents.claude.launcher LAUNCH_FILE [ARGS…]", file=sys.stderr)
         return 2
     _die_with_parent()
+    with contextlib.suppress(OSError):  # no setsid binary: out of the terminal's process group here
+        os.setsid()
     config: dict[str, Any] = json.loads(Path(args[0]).read_text())
     run_id = str(config["run_id"])
     env = {str(k): str(v) for k, v in config["env"].items()}
-    env.update({name: os.environ[name] for name in SDK_VARIABLES if name in os.environ})
+    env.update({name: os.environ[name] for name in SDK_VARIABLES if os.environ.get(name)})
     env[RUN_ID_VARIABLE] = run_id
     child = subprocess.Popen(
         [str(config["binary"]), *args[1:]],
