@@ -38,9 +38,9 @@ $(AGENTS_STAMP): agents/package.json agents/package-lock.json
 # baton contains every agent with bubblewrap (docs/sandbox.md; without it: containment_unavailable),
 # and Codex runs every command in a bubblewrap sandbox of its own.
 bwrap:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
+	@if command -v bwrap >/dev/null 2>&1 && command -v curl >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap curl; \
 	else echo "bwrap: install Debian's bubblewrap package (baton contains agents with it; codex needs it)" >&2; exit 1; fi
 
 lint: setup
