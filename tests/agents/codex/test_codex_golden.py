@@ -46,6 +46,7 @@ def test_the_allowed_patch_and_the_shell_read_become_file_events() -> None:
             "change": "add",
             "tool": "Edit",
             "tool_call_id": "call_aef96f3b435142899004",
+            "diff": {"old_text": None, "new_text": "hello from fake model\n"},
         }
     ]
     assert [(r["path"], r["tool"]) for r in read] == [("hello.txt", "Bash")]
