@@ -220,7 +220,8 @@ def test_an_edit_for_an_agent_that_cannot_apply_it_is_refused(baton: BatonCLI, g
     )
     message = refused(plain, "edit_not_supported")
     assert "codex cannot run an edited call" in message and "approve it unedited or deny it" in message
-    assert json.loads(as_json.stderr)["error"]["details"] == {"gate_id": gate.id, "agent": "codex", "field": "updated_input"}
+    details = json.loads(as_json.stderr)["error"]["details"]
+    assert details == {"gate_id": gate.id, "agent": "codex", "field": "updated_input"}
     refused(as_json, "edit_not_supported", as_json=True)
     assert gates.get(gate.id).status == "pending" and gates.inbox(run_id) == []  # the run was not woken
     unchanged = baton("approve", gate.id, "--updated-input", json.dumps({"command": "rm -rf one"}), "--json")

@@ -163,7 +163,8 @@ async def test_an_edit_the_runs_agent_cannot_apply_is_refused_and_changes_nothin
     # The input as proposed is no edit: approved, and nothing in the decision claims an edit.
     same = {**edited, "updated_input": {"command": "rm -rf one"}}
     decided = await ledger.decide(gate.id, same, decided_by="alice")
-    assert decided.status == "approved" and decided.decision == {"decision": "approve", **binding(gate), "reason": "human"}
+    assert decided.status == "approved"
+    assert decided.decision == {"decision": "approve", **binding(gate), "reason": "human"}
     assert (await ledger.decide(gate.id, same, decided_by="alice")) == decided  # a retry
     # A plan edit is refused the same way; the plan as proposed can still be approved.
     plan, _ = await ledger.open(run_id, "plan_review", summary="a plan", plan="1. x")

@@ -145,7 +145,8 @@ def refuse_edit(gate: GateRecord, decision: Mapping[str, Any], *, agent: str, ap
     if not edited or applies_edits:
         return
     what = "an edited plan" if edited[0] == "edited_plan" else "an edited call"
-    instead = "approve or reject the plan as proposed" if gate.kind == "plan_review" else "approve it unedited or deny it"
+    plan = gate.kind == "plan_review"
+    instead = "approve or reject the plan as proposed" if plan else "approve it unedited or deny it"
     raise GateError(
         "edit_not_supported",
         f"{agent} cannot run {what}: it would run what it proposed; {gate.id} is still pending: {instead}",
