@@ -20,7 +20,7 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         budget_exhausted
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
-    │                         plan_edit_invalid
+    │                         plan_edit_invalid, edit_not_supported
     ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
     │                         archive_corrupt, archive_version_unsupported
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
@@ -126,6 +126,7 @@ class GateError(BatonError):
             "approval_binding_mismatch",
             "answer_invalid",
             "plan_edit_invalid",
+            "edit_not_supported",
         }
     )
 

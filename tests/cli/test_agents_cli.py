@@ -1,4 +1,4 @@
-"""``baton agents [--json]``: the registry as the CLI prints it."""
+"""``baton agents [NAME] [--json]``: the registry as the CLI prints it."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     opencode = agents["opencode"]
     assert opencode["installed"] is True and opencode["version"] == "1.18.33"
     assert opencode["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
+    # Only baton's Claude adapter runs an approval's edited input; the ACP agents run what they proposed.
+    assert {name: agent["applies_edits"] for name, agent in agents.items()} == {
+        "claude": True, "codex": False, "claude-acp": False, "gemini": False, "opencode": False,
+    }  # fmt: skip
 
 
 def test_agents_fits_80_columns_one_line_an_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -74,3 +78,22 @@ def test_an_unknown_agent_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, tmp_
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "nope")
     assert result.returncode == 2
     assert result.stderr.startswith("baton: invalid_argument: unknown agent 'nope'"), result.stderr
+
+
+def test_agents_overview_says_which_agents_run_an_edited_approval(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", env={"COLUMNS": "80"})
+    assert result.returncode == 0
+    assert "edited approvals are run by: claude (the others refuse them: edit_not_supported)" in result.stdout
+
+
+def test_one_agent_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    as_json = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "codex", "--json")
+    assert as_json.returncode == 0, as_json.describe()
+    codex = json.loads(as_json.stdout)
+    assert codex["name"] == "codex" and codex["applies_edits"] is False
+    table = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "claude")
+    assert table.returncode == 0 and "runs the edit" in table.stdout and "codex" not in table.stdout
+    unknown = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "nope")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("baton: invalid_argument: unknown agent 'nope'")

@@ -32,10 +32,10 @@ class Gates:
         self.url = Settings.load({"BATON_HOME": str(home)}).resolved_database_url
         home.mkdir(parents=True, exist_ok=True)
 
-    def run(self) -> str:
+    def run(self, agent: str = "claude") -> str:
         async def create() -> str:
             async with Store.open(self.url) as store:
-                return (await store.create_run(agent="claude", owner="alice")).id
+                return (await store.create_run(agent=agent, owner="alice")).id
 
         return asyncio.run(create())
 
@@ -209,6 +209,25 @@ def test_run_level_shortcut_and_two_processes_at_once(baton: BatonCLI, gates: Ga
     loser = next(o for o in outcomes if o.returncode == 3)
     assert json.loads(loser.stderr)["error"]["code"] == "gate_not_pending"
     assert gates.get(contested.id).decision == json.loads(winner.stdout)["decision"]
+
+
+def test_an_edit_for_an_agent_that_cannot_apply_it_is_refused(baton: BatonCLI, gates: Gates) -> None:
+    run_id = gates.run(agent="codex")
+    gate = gates.tool(run_id, "rm -rf one")
+    edit = json.dumps({"command": "echo hi"})
+    plain, as_json = baton.many(
+        ("approve", gate.id, "--updated-input", edit), ("approve", gate.id, "--updated-input", edit, "--json")
+    )
+    message = refused(plain, "edit_not_supported")
+    assert "codex cannot run an edited call" in message and "approve it unedited or deny it" in message
+    details = json.loads(as_json.stderr)["error"]["details"]
+    assert details == {"gate_id": gate.id, "agent": "codex", "field": "updated_input"}
+    refused(as_json, "edit_not_supported", as_json=True)
+    assert gates.get(gate.id).status == "pending" and gates.inbox(run_id) == []  # the run was not woken
+    unchanged = baton("approve", gate.id, "--updated-input", json.dumps({"command": "rm -rf one"}), "--json")
+    assert unchanged.returncode == 0, unchanged.describe()
+    assert "updated_input" not in json.loads(unchanged.stdout)["decision"]
+    assert [m["payload"] for m in gates.inbox(run_id) if m["kind"] == "gate_decision"] == [{"gate_id": gate.id}]
 
 
 def test_gates_usage_errors(baton: BatonCLI, gates: Gates, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -181,3 +181,13 @@ def test_a_gate_decided_elsewhere_ends_the_question_in_the_terminal(baton: Baton
     assert session.returncode == 0 and session.answered == 1, session.describe()
     assert (repo / "approved.txt").exists()
     assert "was decided by reviewer" in session.shown  # nothing was typed: the question ended by itself
+
+
+def test_an_edit_at_the_terminal_for_codex_is_refused_and_the_gate_asked_again(baton: BatonCLI, repo: Path) -> None:
+    # codex cannot apply an edit: the terminal says so and asks again with the other choices
+    args = ("run", "go", "--repo", str(repo), "--scenario", "needs-approval", "--agent", "codex")
+    replies = [("approve?", "e"), ("new command: ", "touch edited.txt"), ("[y]es / [n]o / [a]lways", "y")]
+    session = run_in_terminal(baton, args, replies)
+    assert session.returncode == 0 and session.answered == 3, session.describe()
+    assert "edit_not_supported" in session.shown and "codex cannot run an edited call" in session.shown
+    assert (repo / "approved.txt").exists() and not (repo / "edited.txt").exists()

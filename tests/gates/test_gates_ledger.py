@@ -141,12 +141,37 @@ async def test_deny_and_deny_with_interrupt(ledger: GateLedger, run_id: str) -> 
 async def test_approve_with_updated_input(ledger: GateLedger, run_id: str) -> None:
     gate = await tool_gate(ledger, run_id, "npm test")
     body = {"decision": "approve", **binding(gate), "updated_input": {"command": "npm test -- --bail"}}
-    decided = await ledger.decide(gate.id, body, decided_by="alice")
+    decided = await ledger.decide(gate.id, body, decided_by="alice")  # the run's agent is claude: it applies edits
     assert decided.decision is not None and decided.decision["updated_input"] == {"command": "npm test -- --bail"}
     other = await tool_gate(ledger, run_id, "x")
     body = {"decision": "approve", **binding(other), "updated_input": "ls"}
     error = await refused("invalid_argument", ledger.decide(other.id, body, decided_by="a"))
     assert error.details == {"field": "updated_input"}
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode", "gemini", "claude-acp", "command", "an-agent-from-elsewhere"])
+async def test_an_edit_the_runs_agent_cannot_apply_is_refused_and_changes_nothing(
+    ledger: GateLedger, store: Store, agent: str
+) -> None:
+    run_id = (await store.create_run(agent=agent)).id
+    gate = await tool_gate(ledger, run_id, "rm -rf one")
+    edited = {"decision": "approve", **binding(gate), "updated_input": {"command": "echo hi"}}
+    error = await refused("edit_not_supported", ledger.decide(gate.id, edited, decided_by="alice"))
+    assert error.details == {"gate_id": gate.id, "agent": agent, "field": "updated_input"}
+    assert "approve it unedited or deny it" in error.message
+    assert (await ledger.get(gate.id)).status == "pending" and await decisions_in_inbox(store, run_id) == []
+    # The input as proposed is no edit: approved, and nothing in the decision claims an edit.
+    same = {**edited, "updated_input": {"command": "rm -rf one"}}
+    decided = await ledger.decide(gate.id, same, decided_by="alice")
+    assert decided.status == "approved"
+    assert decided.decision == {"decision": "approve", **binding(gate), "reason": "human"}
+    assert (await ledger.decide(gate.id, same, decided_by="alice")) == decided  # a retry
+    # A plan edit is refused the same way; the plan as proposed can still be approved.
+    plan, _ = await ledger.open(run_id, "plan_review", summary="a plan", plan="1. x")
+    body = {"decision": "edit", "edited_plan": "1. y"}
+    error = await refused("edit_not_supported", ledger.decide(plan.id, body, decided_by="alice"))
+    assert error.details["field"] == "edited_plan" and "as proposed" in error.message
+    assert (await ledger.decide(plan.id, {"decision": "approve"}, decided_by="alice")).status == "approved"
 
 
 async def test_remember_stores_the_suggested_rule_never_the_tool(ledger: GateLedger, run_id: str) -> None:

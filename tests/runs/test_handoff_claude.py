@@ -180,7 +180,8 @@ async def test_resume_with_repo_on_a_shared_store_restores_the_latest_snapshot(
 ) -> None:
     """Another machine with the same database and blob store: no file, `resume --repo DIR`."""
     shared = tmp_path / "shared"
-    shutil.copytree(handed.home, shared, ignore=shutil.ignore_patterns("runs", "*-wake"))  # the database and the blobs only
+    # the database and the blobs only (not the runs, nor the doorbell FIFOs of live processes)
+    shutil.copytree(handed.home, shared, ignore=shutil.ignore_patterns("runs", "*-wake"))
     repo = tmp_path / "repo-d"
     _clone(handed.origin, repo)
     monkeypatch.setenv("BATON_BLOB_URL", f"file://{shared / 'blobs'}")

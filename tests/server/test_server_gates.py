@@ -51,8 +51,8 @@ class Caller:
         return httpx.post(self.server.base_url + path, headers=self.headers, json=body, timeout=10)
 
 
-def run_of(server: RunningServer, owner: str) -> str:
-    return server.call(lambda: server.baton.store.create_run(agent="claude", owner=owner, repo="/tmp/x")).id
+def run_of(server: RunningServer, owner: str, agent: str = "claude") -> str:
+    return server.call(lambda: server.baton.store.create_run(agent=agent, owner=owner, repo="/tmp/x")).id
 
 
 def open_gate(server: RunningServer, run_id: str, kind: str = "tool", **fields: Any) -> GateRecord:
@@ -109,6 +109,25 @@ def test_a_token_lists_only_the_gates_it_may_see(server: RunningServer, key: Key
     assert [(g["id"], g["decided_by"], g["decision"]["reason"]) for g in listed_expired] == [
         (overdue.id, "timeout", "timeout")
     ]
+
+
+def test_an_edit_the_runs_agent_cannot_apply_is_422_and_changes_nothing(server: RunningServer, key: KeyPair) -> None:
+    alice = Caller(server, key, "alice-edit", "runs:read gates:decide")
+    run_id = run_of(server, "alice-edit", agent="opencode")
+    gate = open_gate(server, run_id, command="rm -rf one")
+    url = f"/v1/gates/{gate.id}/decide"
+    edited = {"decision": "approve", **binding(gate), "updated_input": {"command": "echo hi"}}
+    error = error_of(alice.post(url, edited), 422, "edit_not_supported")
+    assert error["details"] == {"gate_id": gate.id, "agent": "opencode", "field": "updated_input"}
+    with watch_gate(gate.id) as woken:  # nothing was recorded, so a run here is not woken either
+        error_of(alice.post(url, edited), 422, "edit_not_supported")
+        assert not woken.is_set()
+    assert server.call(lambda: GateLedger(server.baton.store).get(gate.id)) == gate
+    plan = open_gate(server, run_id, "plan_review", plan="1. x")
+    edit_plan = alice.post(f"/v1/gates/{plan.id}/plan-review", {"decision": "edit", "edited_plan": "1. y"})
+    assert error_of(edit_plan, 422, "edit_not_supported")["details"]["field"] == "edited_plan"
+    denied = alice.post(url, {"decision": "deny", "reason": "not that"})
+    assert denied.status_code == 200 and denied.json()["status"] == "denied", denied.text
 
 
 def test_decisions_and_their_refusals(server: RunningServer, key: KeyPair) -> None:

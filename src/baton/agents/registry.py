@@ -11,6 +11,10 @@ A policy (mode + rules) is enforceable on an agent when, for one of its native s
 Gatekeeper allows every call the agent would make unasked under it; baton runs the agent with
 the first such setting (fewest round trips first) and refuses the run otherwise with
 ``mode_not_enforceable`` and the calls that would escape. See docs/agents.md for the evidence.
+
+``applies_edits`` says whether the agent runs the input a human edited when approving a call
+(``updated_input``); :func:`applies_edits` answers it for a run's agent as stored, and an edited
+approval for any other agent is refused (``edit_not_supported``, baton.gates.ledger).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "AgentEntry",
     "NativeSetting",
     "Probe",
+    "applies_edits",
     "bound_input_hash",
     "choose_setting",
     "claude_acp_bound_input",
@@ -105,6 +110,9 @@ class AgentEntry:
     client_fs: bool = True  # offer the host's fs/* (confined to the workspace) to the agent
     # extra ``_meta.baton`` fields for a tool call or update, before it is logged (baton.acp.host.annotate)
     annotation: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Runs the input a human edited on approval (updated_input) instead of the one it proposed.
+    # An ACP agent has no such field in its permission answer (only options), so it cannot.
+    applies_edits: bool = False
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -154,6 +162,7 @@ class AgentEntry:
                 for setting in self.settings
             ],
             "tools": dict(self.tool_names),
+            "applies_edits": self.applies_edits,
         }
 
 
@@ -343,6 +352,7 @@ CLAUDE = AgentEntry(
     tool_names={},
     bound_input=claude_bound_input,
     reports_cost=True,
+    applies_edits=True,  # the adapter hands updated_input to Claude Code (the hook's updatedInput)
     settings=(
         NativeSetting(
             name="hook",
@@ -621,6 +631,13 @@ def command_entry(argv: tuple[str, ...], *, trusted: bool) -> AgentEntry:
         launch=command_launch(argv),
         provider="none",
     )
+
+
+def applies_edits(agent: str) -> bool:
+    """Whether a run of ``agent`` (its name as stored) runs an approval's edited input; an agent
+    the registry does not know (``--agent-cmd``, a name from another version) does not."""
+    entry = AGENTS.get(agent)
+    return entry is not None and entry.applies_edits
 
 
 def get_agent(name: str) -> AgentEntry:

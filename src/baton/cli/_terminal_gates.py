@@ -5,7 +5,9 @@ operations as ``baton approve|deny|answer|review-plan|continue`` (``decided_by: 
 
 - ``tool``: the command (or the diff), then ``y`` approve, ``n`` deny, ``e`` edit (a new command,
   or the input as one line of JSON) then approve, ``a`` (always) approve and allow the suggested
-  rule for the rest of this run (offered when there is one);
+  rule for the rest of this run (offered when there is one); an edit the run's agent cannot
+  apply is refused (``edit_not_supported``: the agent would run what it proposed) and the gate
+  is asked again without ``e``;
 - ``question``: each question with its numbered options; the answer is the option number(s)
   (several, separated by commas or spaces, for a multi-select question) or, where the question
   allows it, the user's own text;
@@ -60,6 +62,7 @@ class TerminalGates:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._terminal = asyncio.Lock()  # one gate at a time on the terminal
         self._prompting: str | None = None  # the question waiting for a line, if any
+        self._edits_refused: set[str] = set()  # runs whose agent refused an edit: `e` is not offered
 
     def ask(self, gate_id: str) -> None:
         task = self._tasks.get(gate_id)
@@ -145,7 +148,8 @@ class TerminalGates:
 
         record = gate.record
         always = suggested_rule(record) is not None
-        keys = "\\[y]es / \\[n]o / \\[e]dit" + (" / \\[a]lways" if always else "")
+        editable = gate.run_id not in self._edits_refused
+        keys = "\\[y]es / \\[n]o" + (" / \\[e]dit" if editable else "") + (" / \\[a]lways" if always else "")
         line = (await self._prompt(f"[bold]approve?[/] {keys}: ")).lower()
         if line in ("y", "yes"):
             return await gate.approve()
@@ -153,10 +157,20 @@ class TerminalGates:
             return await gate.approve(remember="session")
         if line in ("n", "no"):
             return await gate.deny(reason="denied at the terminal")
-        if line in ("e", "edit"):
+        if line in ("e", "edit") and editable:
             edited = await self._edit_input(record)
-            return None if edited is None else await gate.approve(updated_input=edited)
+            return None if edited is None else await self._approve_edited(gate, edited)
         return None
+
+    async def _approve_edited(self, gate: Gate, edited: dict[str, Any]) -> GateRecord | None:
+        try:
+            return await gate.approve(updated_input=edited)
+        except BatonError as exc:
+            if exc.code != "edit_not_supported":
+                raise
+            self._edits_refused.add(gate.run_id)
+            self._console.print(f"[red]{escape(exc.code)}[/] {escape(exc.message)}")
+            return None  # asked again, without edit
 
     def _show_tool(self, gate: GateRecord) -> None:
         from baton.gates.ledger import suggested_rule

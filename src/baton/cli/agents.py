@@ -40,7 +40,7 @@ def agents_command(
     contained = containment().describe()
     described: list[dict[str, Any]] = [{**entry.describe(), "containment": contained} for entry in entries]
     if json_output:
-        sys.stdout.write(json.dumps(described, indent=1) + "\n")
+        sys.stdout.write(json.dumps(described[0] if name is not None else described, indent=1) + "\n")
         return
     console = Console(highlight=False)
     if contained["available"]:
@@ -62,6 +62,8 @@ def _overview(console: Console, agents: list[dict[str, Any]], note: str) -> None
         line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3]
         console.print(f"[bold]{escape(line)}[/]" if number == 0 else escape(line), soft_wrap=True)
     console.print(f"\n{escape(note)}")
+    editors = ", ".join(a["name"] for a in agents if a["applies_edits"]) or "none"
+    console.print(f"edited approvals are run by: {escape(editors)} (the others refuse them: edit_not_supported)")
     console.print("[dim]Modes with no rules. baton agents NAME: what it does unasked, and the evidence.[/]")
 
 
@@ -71,6 +73,8 @@ def _details(console: Console, agent: dict[str, Any]) -> None:
         _indented(console, f"package {agent['package']}", 2)
     for mode, native in agent["modes"].items():
         console.print(f"  mode {mode}: {escape(native) if native else '[red]not enforceable[/]'}")
+    applied = "runs the edit" if agent["applies_edits"] else "refused (edit_not_supported): approve as proposed"
+    _indented(console, f"an approval with an edited input or plan: {applied}", 2)
     for setting in agent["native_settings"]:
         console.print(f"\n[bold]native setting {escape(setting['native'])}[/]")
         _indented(console, setting["setting"], 4)

@@ -13,7 +13,12 @@ the same ones):
 ``deny`` (with ``reason`` and ``interrupt``) is accepted by every kind: it is what cancelling a
 paused run does to each pending gate. A denial may leave the binding out (or send it as null);
 a binding it does send must be the gate's. :func:`check_decision` returns the decision as it is
-recorded (``reason`` filled in, the binding kept); nothing here touches the database.
+recorded (``reason`` filled in, the binding kept; an ``updated_input`` equal to the gate's input
+is no edit and is left out); nothing here touches the database.
+
+An edit (``updated_input``, ``edited_plan``) is honoured only by an agent that runs the edited
+input: for any other, :func:`refuse_edit` refuses it with ``edit_not_supported`` before anything
+is recorded (the agent would run what it proposed while baton reported the edit as what ran).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from baton.gates.remember import suggested_rule
 if TYPE_CHECKING:
     from baton.gates.ledger import GateRecord
 
-__all__ = ["COMPARED_FIELDS", "GateKind", "body_kind", "check_decision", "same_decision"]
+__all__ = ["COMPARED_FIELDS", "EDIT_FIELDS", "GateKind", "body_kind", "check_decision", "refuse_edit", "same_decision"]
 
 GateKind = Literal["tool", "question", "plan_review", "resource_limit"]
 GATE_KINDS: Final[frozenset[str]] = frozenset(get_args(GateKind))
@@ -57,6 +62,8 @@ COMPARED_FIELDS: Final = (
     "budget",
 )
 """What makes two decisions the same one (a retry); the binding was checked before."""
+EDIT_FIELDS: Final = ("updated_input", "edited_plan")
+"""The fields of a recorded decision that make the agent do something other than it proposed."""
 
 
 def body_kind(body: Mapping[str, Any]) -> GateKind | None:
@@ -131,6 +138,22 @@ def same_decision(recorded: Mapping[str, Any] | None, wanted: Mapping[str, Any])
     return all(recorded.get(name) == wanted.get(name) for name in COMPARED_FIELDS)
 
 
+def refuse_edit(gate: GateRecord, decision: Mapping[str, Any], *, agent: str, applies_edits: bool) -> None:
+    """``edit_not_supported`` for an edited decision when the run's ``agent`` cannot apply edits:
+    the gate stays pending, to be approved as proposed or denied."""
+    edited = [name for name in EDIT_FIELDS if name in decision]
+    if not edited or applies_edits:
+        return
+    what = "an edited plan" if edited[0] == "edited_plan" else "an edited call"
+    plan = gate.kind == "plan_review"
+    instead = "approve or reject the plan as proposed" if plan else "approve it unedited or deny it"
+    raise GateError(
+        "edit_not_supported",
+        f"{agent} cannot run {what}: it would run what it proposed; {gate.id} is still pending: {instead}",
+        details={"gate_id": gate.id, "agent": agent, "field": edited[0]},
+    )
+
+
 def _check_kind(gate: GateRecord, addressed: GateKind) -> None:
     if addressed == gate.kind:
         return
@@ -170,8 +193,9 @@ def _tool_approval(gate: GateRecord, body: Mapping[str, Any]) -> dict[str, Any]:
         updated = body["updated_input"]
         if not isinstance(updated, dict):
             raise UsageError("invalid_argument", "updated_input: a JSON object", details={"field": "updated_input"})
-        decision["updated_input"] = updated
-        effective = updated
+        if updated != effective:  # the input as proposed is no edit
+            decision["updated_input"] = updated
+            effective = updated
     if "remember" in body:
         if body["remember"] != "session":
             raise UsageError("invalid_argument", 'remember: only "session"', details={"field": "remember"})

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from baton.errors import GateError, NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
 from baton.gates import remember
-from baton.gates.decisions import GATE_KINDS, GateKind, check_decision, same_decision
+from baton.gates.decisions import EDIT_FIELDS, GATE_KINDS, GateKind, check_decision, refuse_edit, same_decision
 from baton.store._rundata import inbox_insert, run_key_of
 from baton.store.engine import READ_ONLY
 from baton.store.records import GATE_STATUSES, GateRecord, GateStatus, new_gate_id
@@ -140,10 +140,14 @@ class GateLedger:
         ``kind`` is the kind of gate the caller meant (an HTTP endpoint, an API method):
         another kind is ``gate_kind_mismatch`` (``gate_not_resumable`` for ``continue``).
         The same decision again returns the recorded gate; another one on a decided gate is
-        ``gate_not_pending`` with the recorded decision in ``details``.
+        ``gate_not_pending`` with the recorded decision in ``details``. An edit the run's agent
+        (as stored) cannot apply is ``edit_not_supported``, and nothing is recorded.
         """
         gate = await self.get(gate_id)
         decision = check_decision(gate, body, kind)
+        if any(name in decision for name in EDIT_FIELDS):
+            agent = await asyncio.to_thread(self._agent_of, gate.run_id)
+            refuse_edit(gate, decision, agent=agent, applies_edits=_applies_edits(agent))
         return await asyncio.to_thread(self._decide, gate, decision, decided_by)
 
     async def expire_due(self, run_id: str | None = None, now: datetime | None = None) -> builtins.list[GateRecord]:
@@ -195,6 +199,10 @@ class GateLedger:
         if row is None:
             raise NotFoundError("gate_not_found", f"no gate {gate_id}")
         return _from_row(row)
+
+    def _agent_of(self, run_id: str) -> str:
+        with self._engine.connect().execution_options(**READ_ONLY) as connection:
+            return str(connection.execute(select(runs.c.agent).where(runs.c.id == run_id)).scalar_one())
 
     def _list(self, run_id: str | None, status: str | None, owner: str | None) -> builtins.list[GateRecord]:
         query = _query().order_by(gates.c.created_at, gates.c.id)
@@ -319,6 +327,14 @@ def deny_pending(
     for row in denied:
         _wake(connection, run_key, run_id, row.id)
     return sorted((_record(row._asdict(), run_id) for row in denied), key=lambda g: g.id)
+
+
+def _applies_edits(agent: str) -> bool:
+    # The registry's answer; imported here, for an edit only: importing the registry starts the
+    # agents' modules (about a second), which no other decision needs.
+    from baton.agents.registry import applies_edits
+
+    return applies_edits(agent)
 
 
 def _wake(connection: Connection, run_key: int, run_id: str, gate_id: str) -> None:

@@ -75,6 +75,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     # 422: a well-formed request whose content is refused.
     "answer_invalid": 422,
     "plan_edit_invalid": 422,
+    "edit_not_supported": 422,
     "mode_not_enforceable": 422,
     "budget_not_supported": 422,
     "path_outside_workspace": 422,

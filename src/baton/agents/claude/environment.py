@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
-
-import claude_agent_sdk
 
 from baton.agents.processes import RUN_ID_VARIABLE
 from baton.errors import AgentError
@@ -19,7 +18,11 @@ _SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
 def bundled_claude_binary() -> Path:
     """The Claude Code binary shipped inside the claude-agent-sdk wheel."""
-    binary = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    # Found without importing claude-agent-sdk (which costs a second): the registry needs only the path.
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    if spec is None or spec.origin is None:
+        raise AgentError("agent_not_installed", "claude-agent-sdk is not installed")
+    binary = Path(spec.origin).parent / "_bundled" / "claude"
     if not binary.is_file():
         raise AgentError("agent_not_installed", f"Claude Code is not bundled at {binary}; reinstall claude-agent-sdk")
     return binary

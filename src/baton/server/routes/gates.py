@@ -51,7 +51,8 @@ _DECISION_RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     422: {
         "model": ErrorResponse,
-        "description": "request_invalid (names the field), answer_invalid, plan_edit_invalid",
+        "description": "request_invalid (names the field), answer_invalid, plan_edit_invalid, edit_not_supported "
+        "(an edit the run's agent cannot apply)",
     },
     429: {"model": ErrorResponse, "description": "rate_limited"},
 }
