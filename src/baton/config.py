@@ -10,7 +10,7 @@ from typing import Any
 
 from baton.errors import UsageError
 
-__all__ = ["DEFAULT_ENV_PASSTHROUGH", "Settings"]
+__all__ = ["DEFAULT_ENV_PASSTHROUGH", "WORKSPACE_KINDS", "Settings", "check_workspace_kind", "parse_duration"]
 
 DEFAULT_ENV_PASSTHROUGH: tuple[str, ...] = (
     "CLAUDE_CODE_MAX_RETRIES",
@@ -55,6 +55,13 @@ class Settings:
     sandbox: str | None = None
     sandbox_mount_ro: tuple[Path, ...] = ()
     sandbox_mount_rw: tuple[Path, ...] = ()
+    # Where a run works (docs/workspaces.md): "worktree", "clone", "in-place"; None: a worktree
+    # for a local git repository, a clone for a URL or a bare repository, else in place.
+    workspace: str | None = None
+    # Ended runs' workspaces older than this are removed by ``baton gc`` (None: only when asked).
+    workspace_retention_seconds: float | None = None
+    # Repositories (paths or URLs) whose ``.baton/setup`` runs without ``--setup``.
+    workspace_trusted: tuple[str, ...] = ()
 
     @property
     def resolved_database_url(self) -> str:
@@ -62,6 +69,10 @@ class Settings:
 
     def run_dir(self, run_id: str) -> Path:
         return self.home / "runs" / run_id
+
+    def workspace_dir(self, run_id: str) -> Path:
+        """Where a worktree or clone run works (docs/workspaces.md)."""
+        return self.home / "workspaces" / run_id
 
     @classmethod
     def load(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
@@ -106,6 +117,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
+    values.update(_workspace_from_toml(path, data.pop("workspace", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -135,8 +147,58 @@ def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     return values
 
 
+def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """``workspace = "worktree"``, or a table ``[workspace]`` with ``kind``, ``retention``
+    (``"7d"``, ``"12h"``, seconds) and ``trusted`` (repositories whose ``.baton/setup`` runs)."""
+    if raw is None:
+        return {}
+    table = {"kind": raw} if isinstance(raw, str) else raw
+    if not isinstance(table, dict):
+        raise UsageError("config_invalid", f'{path}: workspace is a kind ("worktree", "clone", "in-place") or a table')
+    values: dict[str, Any] = {}
+    if table.get("kind") is not None:
+        values["workspace"] = check_workspace_kind(str(table["kind"]), f"{path}: workspace.kind")
+    if table.get("retention") is not None:
+        values["workspace_retention_seconds"] = parse_duration(str(table["retention"]), f"{path}: workspace.retention")
+    trusted = table.get("trusted") or []
+    if not isinstance(trusted, list) or not all(isinstance(item, str) for item in trusted):
+        raise UsageError("config_invalid", f"{path}: workspace.trusted is a list of repositories")
+    if trusted:
+        values["workspace_trusted"] = tuple(trusted)
+    return values
+
+
+WORKSPACE_KINDS: tuple[str, ...] = ("worktree", "clone", "in-place")
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def check_workspace_kind(kind: str, source: str = "--workspace") -> str:
+    """``kind`` if it is a workspace kind, else ``invalid_argument``/``config_invalid``."""
+    if kind not in WORKSPACE_KINDS:
+        code = "invalid_argument" if source.startswith("--") else "config_invalid"
+        raise UsageError(code, f"{source} must be one of {', '.join(WORKSPACE_KINDS)}, not {kind!r}")
+    return kind
+
+
+def parse_duration(text: str, source: str = "--older-than") -> float:
+    """Seconds of ``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"2w"`` or a plain number of seconds."""
+    raw = text.strip().lower()
+    unit = _DURATION_UNITS.get(raw[-1:]) if raw else None
+    number = raw[:-1] if unit is not None else raw
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        code = "invalid_argument" if source.startswith("--") else "config_invalid"
+        raise UsageError(code, f"{source}: {text!r} is not a duration (e.g. 7d, 12h, 30m)")
+    return seconds
+
+
 def _from_env(env: dict[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    if env.get("BATON_WORKSPACE"):
+        values["workspace"] = check_workspace_kind(env["BATON_WORKSPACE"], "BATON_WORKSPACE")
     if env.get("BATON_SANDBOX"):
         values["sandbox"] = env["BATON_SANDBOX"]
     if env.get("BATON_DATABASE_URL"):

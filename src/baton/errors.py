@@ -22,7 +22,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
     │                         plan_edit_invalid, edit_not_supported
     ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
-    │                         archive_corrupt, archive_version_unsupported
+    │                         archive_corrupt, archive_version_unsupported, workspace_failed,
+    │                         ref_not_found, clone_failed, workspace_setup_failed
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
     │                         token_audience, token_algorithm, token_kid, scope_missing
     └── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
@@ -139,6 +140,10 @@ class WorkspaceError(BatonError):
             "archive_too_large",
             "archive_corrupt",
             "archive_version_unsupported",
+            "workspace_failed",
+            "ref_not_found",
+            "clone_failed",
+            "workspace_setup_failed",
         }
     )
 

@@ -57,6 +57,16 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.sandbox.plan import SandboxPlan
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
+from baton.store.records import new_run_id
+from baton.workspaces.create import (
+    discard_workspace,
+    make_workspace,
+    plan_workspace,
+    recreate_workspace,
+    setup_step,
+)
+from baton.workspaces.record import WorkspaceRecord, workspace_of
+from baton.workspaces.setup import WorkspaceSetup
 
 if TYPE_CHECKING:
     from baton.runs.workflows import DurableRuntime
@@ -217,33 +227,74 @@ class Baton:
         Refused with ``workspace_busy`` while another live run holds the repository — atomically
         with recording the run, so of two processes starting at once exactly one records its run.
         """
-        entry, gatekeeper = await self._admit(spec)
-        model = self._model(entry, spec.scenario)
-        launcher = self._launcher(spec, entry, gatekeeper, model)
-        repo = str(Path(spec.repo).resolve())
-        record = await self.store.create_run(
-            agent=spec.agent,
-            model=spec.model,
-            permission_mode=spec.permission_mode,
-            run_mode=spec.run_mode,
-            repo=repo,
-            cwd=repo,
-            task_id=spec.task_id,
-            budget_usd=spec.budget_usd,
-            budget_turns=spec.budget_turns,
-            budget_seconds=spec.budget_seconds,
-            owner=spec.owner,
-            run_id=spec.run_id,
-            request=run_request(spec, model.source),
-            executor_id=this_executor_id(),
-            exclusive=holds_workspace,
-        )
+        run_id = spec.run_id or new_run_id()
+        workspace = await self._make_workspace(spec, run_id)
+        spec = replace(spec, repo=Path(workspace.path), repo_url=None, run_id=run_id)
+        try:
+            entry, gatekeeper = await self._admit(spec)
+            model = self._model(entry, spec.scenario)
+            launcher = self._launcher(spec, entry, gatekeeper, model)
+            repo = str(Path(spec.repo).resolve())
+            record = await self.store.create_run(
+                agent=spec.agent,
+                model=spec.model,
+                permission_mode=spec.permission_mode,
+                run_mode=spec.run_mode,
+                repo=repo,
+                cwd=repo,
+                task_id=spec.task_id,
+                budget_usd=spec.budget_usd,
+                budget_turns=spec.budget_turns,
+                budget_seconds=spec.budget_seconds,
+                owner=spec.owner,
+                run_id=run_id,
+                request=run_request(spec, model.source, workspace.to_json()),
+                executor_id=this_executor_id(),
+                exclusive=holds_workspace,
+            )
+        except BaseException:
+            await asyncio.to_thread(discard_workspace, self.settings, workspace, run_id)
+            raise
         agent, gatekeeper, subprocess_entry = launcher(record.id)
         return await self._execute(
             self._execution(
-                record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
+                record.id,
+                spec,
+                gatekeeper,
+                agent,
+                subprocess_entry,
+                ask_human=ask_human,
+                model_source=model.source,
+                setup=self._setup_of(record),
             )
         )
+
+    async def _make_workspace(self, spec: RunSpec, run_id: str) -> WorkspaceRecord:
+        """The run's workspace (docs/workspaces.md), made before the run is recorded: what cannot
+        be made (a ``--base`` that does not exist, a URL that cannot be cloned) refuses the start."""
+        plan = plan_workspace(
+            self.settings,
+            spec.repo_url or str(spec.repo),
+            kind=spec.workspace,
+            base=spec.base,
+            ref=spec.ref,
+            include_uncommitted=spec.include_uncommitted,
+            setup=spec.setup,
+        )
+        if plan.kind == "in-place":
+            await check_workspace_free(self.store, Path(plan.repo))
+        return await asyncio.to_thread(make_workspace, self.settings, plan, run_id)
+
+    def _setup_of(self, record: RunRecord) -> WorkspaceSetup | None:
+        """What runs in the run's workspace before its agent starts (its ``--setup`` or a trusted
+        repository's ``.baton/setup``); None for a run recorded without a workspace."""
+        workspace = workspace_of(record.request)
+        if workspace is None:
+            return None
+        step, skipped = setup_step(self.settings, workspace, record.id)
+        if step is None and skipped is None:
+            return None
+        return WorkspaceSetup(step, skipped, self.settings.run_dir(record.id) / "agent-home")
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -340,7 +391,14 @@ class Baton:
             raise RefusedError("run_active", f"run {record.id} was taken over by another process")
         agent, gatekeeper, subprocess_entry = launcher(record.id)
         return self._execution(
-            record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
+            record.id,
+            spec,
+            gatekeeper,
+            agent,
+            subprocess_entry,
+            ask_human=ask_human,
+            model_source=model.source,
+            setup=self._setup_of(record),
         )
 
     def _claude_sandbox(self, spec: RunSpec, run_id: str, binary: Path) -> SandboxPlan:
@@ -390,6 +448,7 @@ class Baton:
         ask_human: AskHuman | None = None,
         restore: AgentRestore | None = None,
         model_source: dict[str, Any] | None = None,
+        setup: WorkspaceSetup | None = None,
     ) -> RunExecution:
         self.log.open_run(run_id)
         execution = RunExecution(
@@ -406,6 +465,7 @@ class Baton:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            setup=setup,
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
@@ -487,13 +547,16 @@ class Baton:
                 details={"gates": [gate.id for gate in pending]},
             )
         # Everything that can refuse is checked before the run is taken over.
+        recreated = await self._recreate_workspace(record) if repo is None else None
         spec = await resume_spec(self.log, record, repo)
         if scenario is not None:
             spec = replace(spec, scenario=scenario)
         if record.agent not in AGENTS and not spec.agent_command:
             raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
         entry = agent_entry(spec)  # an --agent-cmd run starts its recorded command again
-        if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
+        if repo is not None or recreated is not None:
+            # Elsewhere (perhaps another machine sharing the store), or a workspace made again:
+            # the tree of the latest snapshot.
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
         gatekeeper = Gatekeeper(policy, Path(spec.repo))
@@ -544,6 +607,14 @@ class Baton:
         if prepared is None and plan.resume_session_id is not None:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, model, api_key, binary)
         return plan, execution
+
+    async def _recreate_workspace(self, record: RunRecord) -> Path | None:
+        """The run's worktree or clone made again at its base commit when it is gone (removed by
+        ``baton gc``, or by hand); None when it is there, or the run works in place."""
+        workspace = workspace_of(record.request)
+        if workspace is None or not workspace.separate or Path(workspace.path).is_dir():
+            return None
+        return await asyncio.to_thread(recreate_workspace, self.settings, workspace, record.id)
 
     async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
         """The run's ``runs.request`` names the model source it continues on (``resume --scenario``

@@ -27,7 +27,7 @@ from baton.agents.base import AgentProcess
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
 from baton.agents.subprocess import SubprocessAgent
-from baton.errors import AgentError, RefusedError
+from baton.errors import AgentError, RefusedError, WorkspaceError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
@@ -38,6 +38,7 @@ from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
+from baton.workspaces.setup import WorkspaceSetup, run_setup
 
 __all__ = ["RebuiltFallback", "RunExecution"]
 
@@ -102,8 +103,10 @@ class RunExecution:
         gate_grace_seconds: float = 30.0,
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
+        setup: WorkspaceSetup | None = None,
     ) -> None:
         self.run_id = run_id
+        self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
         self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
@@ -188,6 +191,8 @@ class RunExecution:
             self._note("sandbox", self._agent.sandbox.describe())
         started = time.monotonic()
         try:
+            if self._setup is not None and self._resume is None:
+                await self._setup_workspace(self._setup)
             async with self._snapshots or contextlib.nullcontext():
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
@@ -195,10 +200,18 @@ class RunExecution:
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
-            code = exc.code if isinstance(exc, AgentError) else "agent_error"
+            code = exc.code if isinstance(exc, AgentError | WorkspaceError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
         await self._finish(outcome, started)
         return outcome
+
+    async def _setup_workspace(self, setup: WorkspaceSetup) -> None:
+        """The workspace's setup (baton.workspaces.setup), or the note that says why it was skipped."""
+        step, skipped = setup.step, setup.skipped
+        if skipped is not None:
+            self._note("setup", {"status": "skipped", "reason": skipped})
+        if step is not None:
+            await run_setup(step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox)
 
     async def _converse_or_rebuild(self, cwd: str) -> RunOutcome:
         try:

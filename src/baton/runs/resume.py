@@ -185,6 +185,8 @@ async def plan_resume(
             resumed_from=run_id,
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
+            # It continues in the same workspace (docs/workspaces.md): kept until neither run needs it.
+            request=_workspace_request(record, cwd),
         )
         await asyncio.to_thread(_copy_agent_config, settings, run_id, target.id)
         interrupted: list[ToolCall] = []
@@ -240,6 +242,15 @@ async def plan_resume(
         restore=restore,
         continues_deferred=bool(deferred and native and decided),
     )
+
+
+def _workspace_request(record: RunRecord, cwd: Path) -> dict[str, Any] | None:
+    request = record.request if isinstance(record.request, dict) else {}
+    workspace = request.get("workspace")
+    if not isinstance(workspace, dict):
+        return None
+    kept = {key: value for key, value in workspace.items() if key not in ("branch", "head_commit", "pull_request_url")}
+    return {"workspace": {**kept, "path": str(cwd)}}
 
 
 async def resume_spec(log: SessionLog, record: RunRecord, repo: Path | None = None) -> RunSpec:

@@ -44,6 +44,14 @@ class RunSpec:
     sandbox: str | None = None  # --sandbox bwrap|none; None: the configured one (docs/sandbox.md)
     mount_ro: tuple[str, ...] = ()  # --mount-ro: more paths the agent may read
     mount_rw: tuple[str, ...] = ()  # --mount-rw: more paths the agent may write
+    # Where it works (docs/workspaces.md): "worktree", "clone", "in-place"; None: the configured
+    # kind, else a worktree of a local git repository (a clone of a URL or a bare repository).
+    workspace: str | None = None
+    repo_url: str | None = None  # --repo URL: the repository to clone (``repo`` is then ignored)
+    base: str | None = None  # --base REF: the commit the worktree or clone starts at (default HEAD)
+    ref: str | None = None  # --ref REF: the same, for a clone (a branch, tag or commit of the remote)
+    include_uncommitted: bool = False  # the user's staged, unstaged and new files, into the worktree
+    setup: str | None = None  # --setup CMD: run in the new workspace before the agent starts
 
 
 @dataclass(frozen=True)
@@ -73,10 +81,14 @@ def require_repo(repo: Path) -> Path:
     return path
 
 
-def run_request(spec: RunSpec, model_source: Mapping[str, Any]) -> dict[str, Any]:
+def run_request(
+    spec: RunSpec, model_source: Mapping[str, Any], workspace: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What ``runs.request`` keeps of ``spec``: the fields the run's columns do not (its prompt …),
-    and its ``model_source`` (baton.runs.model_source)."""
+    its ``model_source`` (baton.runs.model_source) and its ``workspace`` (baton.workspaces.record)."""
+    extra = {"workspace": dict(workspace)} if workspace is not None else {}
     return {
+        **extra,
         "prompt": spec.prompt,
         "allow": list(spec.allow),
         "deny": list(spec.deny),

@@ -35,6 +35,8 @@ class ServerConfig:
     jwt_leeway_seconds: float = 10.0
     # Repositories a run may use; None: any folder on a loopback-only server, none otherwise.
     workspace_roots: tuple[Path, ...] | None = None
+    # Git URLs a run may clone (prefixes); None: any on a loopback-only server, none otherwise.
+    repository_urls: tuple[str, ...] | None = None
     max_body_bytes: int = 1024 * 1024
     sse_heartbeat_seconds: float = 15.0
     sse_queue_size: int = 1024  # frames waiting for one client
@@ -96,12 +98,20 @@ _SCALARS: Final[dict[str, type]] = {
     "sandbox_jwt_audience": str,
 }
 _PATH_LISTS: Final = ("jwt_public_keys", "workspace_roots")
+_STRING_LISTS: Final = ("repository_urls",)  # comma-separated in the environment
+
+
+def _strings(raw: str | list[str]) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    return tuple(str(item).strip() for item in items if str(item).strip())
 
 
 def _convert(key: str, raw: Any, source: str) -> Any:
     try:
         if key in _PATH_LISTS:
             return _paths(raw)
+        if key in _STRING_LISTS:
+            return _strings(raw)
         return _SCALARS[key](raw)
     except (TypeError, ValueError) as exc:
         raise UsageError("config_invalid", f"{source}: {key} is not valid: {raw!r}") from exc
@@ -114,12 +124,13 @@ def _from_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
-    return {key: _convert(key, raw, str(path)) for key, raw in data.items() if key in _SCALARS or key in _PATH_LISTS}
+    known = (*_SCALARS, *_PATH_LISTS, *_STRING_LISTS)
+    return {key: _convert(key, raw, str(path)) for key, raw in data.items() if key in known}
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for key in (*_SCALARS, *_PATH_LISTS):
+    for key in (*_SCALARS, *_PATH_LISTS, *_STRING_LISTS):
         name = "BATON_" + key.upper()
         if env.get(name):
             values[key] = _convert(key, env[name], name)

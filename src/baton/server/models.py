@@ -38,6 +38,7 @@ __all__ = [
     "SnapshotList",
     "Task",
     "UserMessageParams",
+    "Workspace",
 ]
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
@@ -60,7 +61,9 @@ class Budget(_Request):
 class CreateRunRequest(_Request):
     prompt: str | None = Field(default=None, min_length=1, description="What to do; or give task_id.")
     task_id: str | None = Field(default=None, description="A stored task: its prompt and repo are the defaults.")
-    repo: str | None = Field(default=None, description="The repository (a directory on the server).")
+    repo: str | None = Field(
+        default=None, description="The repository: a directory on the server, or a git URL the server allows."
+    )
     agent: str = "claude"
     model: str | None = None
     permission_mode: PermissionMode = "default"
@@ -68,6 +71,13 @@ class CreateRunRequest(_Request):
     deny: list[str] = Field(default_factory=list, description="Deny rules, e.g. 'Write(secrets/**)'.")
     run_mode: RunMode = "background"
     budget: Budget | None = None
+    workspace: Literal["worktree", "clone", "in-place"] | None = Field(
+        default=None, description="Where the run works; default: a worktree of a local git repository."
+    )
+    base: str | None = Field(default=None, description="The commit (or branch, tag) the worktree or clone starts at.")
+    include_uncommitted: bool = Field(
+        default=False, description="Carry the repository's staged, unstaged and new files into the worktree."
+    )
 
 
 class CreateTaskRequest(_Request):
@@ -110,6 +120,18 @@ class SnapshotList(BaseModel):
     snapshots: list[Snapshot]
 
 
+class Workspace(BaseModel):
+    """Where the run works (docs/workspaces.md); ``branch``, ``head_commit`` and
+    ``pull_request_url`` are null until the run's result is a branch."""
+
+    kind: Literal["worktree", "clone", "in-place"]
+    path: str | None
+    base_commit: str | None
+    branch: str | None = None
+    head_commit: str | None = None
+    pull_request_url: str | None = None
+
+
 class Run(BaseModel):
     """The run object (docs/design.md "CLI contract"), the same for the CLI's --json and HTTP."""
 
@@ -124,7 +146,8 @@ class Run(BaseModel):
     created_at: str
     finished_at: str | None
     total_cost_usd: float | None
-    repo: str | None
+    repo: str | None = Field(description="The user's repository: a path, or the URL a clone was made from.")
+    workspace: Workspace | None = None
 
 
 class RunList(BaseModel):

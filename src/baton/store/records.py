@@ -131,7 +131,20 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         fields = asdict(self)
-        return {name: fields[name] for name in _PUBLIC_FIELDS}
+        body = {name: fields[name] for name in _PUBLIC_FIELDS}
+        body.update(self.public_workspace())
+        return body
+
+    def public_workspace(self) -> dict[str, Any]:
+        """The run object's ``repo`` (the user's repository, not the worktree it ran in) and
+        ``workspace`` (baton.workspaces.record)."""
+        from baton.workspaces.record import workspace_of, workspace_view
+
+        found = workspace_of(self.request)
+        return {
+            "repo": found.repo if found is not None else self.repo,
+            "workspace": workspace_view(self.request, self.cwd or self.repo),
+        }
 
 
 _PUBLIC_FIELDS: Final = (

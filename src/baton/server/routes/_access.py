@@ -17,7 +17,7 @@ from baton.server.config import ServerConfig
 from baton.server.models import ErrorResponse
 from baton.server.state import server_state
 
-__all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "visible_run", "with_scope"]
+__all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "allowed_repository_url", "visible_run", "with_scope"]
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid token (token_* codes)", "model": ErrorResponse},
@@ -81,3 +81,16 @@ def allowed_repository(repo: str, config: ServerConfig) -> Path:
     if not any(resolved.is_relative_to(root.resolve()) for root in roots):
         raise RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)")
     return resolved
+
+
+def allowed_repository_url(url: str, config: ServerConfig) -> str:
+    """``url`` (a git URL to clone) if the server accepts it: any on a loopback-only server
+    without ``BATON_REPOSITORY_URLS``, else one that starts with a listed prefix."""
+    allowed = config.repository_urls
+    if allowed is None:
+        if config.loopback_only:
+            return url
+        allowed = ()
+    if not any(url.startswith(prefix) for prefix in allowed):
+        raise RefusedError("repository_not_allowed", f"{url} is not an allowed repository URL (BATON_REPOSITORY_URLS)")
+    return url

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -12,10 +13,18 @@ from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
 from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
-from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
+from baton.server.routes._access import (
+    AUTH_RESPONSES,
+    NOT_FOUND,
+    allowed_repository,
+    allowed_repository_url,
+    visible_run,
+    with_scope,
+)
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
+from baton.workspaces.mirror import is_git_url
 
 __all__ = ["router"]
 
@@ -26,11 +35,15 @@ _Writer = Annotated[Principal, Depends(with_scope("runs:write"))]
 
 
 def run_object(record: RunRecord) -> Run:
+    return Run.model_validate(_run_fields(record))
+
+
+def _run_fields(record: RunRecord) -> dict[str, Any]:
     # The fields of RunRecord.to_dict(), read directly (dataclasses.asdict deep-copies the row).
-    return Run.model_validate({name: getattr(record, name) for name in _RUN_FIELDS})
+    return {**{name: getattr(record, name) for name in _RUN_FIELDS}, **record.public_workspace()}
 
 
-_RUN_FIELDS = tuple(Run.model_fields)
+_RUN_FIELDS = tuple(name for name in Run.model_fields if name not in ("repo", "workspace"))
 
 
 # First of the routes: they are tried in order, and this is the hottest read.
@@ -39,7 +52,7 @@ async def get_run(run_id: str, request: Request, principal: _Reader) -> Response
     """One run."""
     record = await visible_run(request, principal, run_id)
     # The hottest read: the record's own fields as JSON, skipping a validation round trip.
-    return JSONResponse({name: getattr(record, name) for name in _RUN_FIELDS})
+    return JSONResponse(_run_fields(record))
 
 
 @router.post(
@@ -72,9 +85,14 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         raise UsageError("request_invalid", "prompt: required (or a task_id whose task has one)")
     if not repo:
         raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
+    url = allowed_repository_url(repo, state.config) if is_git_url(repo) else None
     spec = RunSpec(
         prompt=prompt,
-        repo=allowed_repository(repo, state.config),
+        repo=allowed_repository(repo, state.config) if url is None else Path(),
+        repo_url=url,
+        workspace=body.workspace,
+        base=body.base,
+        include_uncommitted=body.include_uncommitted,
         agent=body.agent,
         model=body.model,
         permission_mode=body.permission_mode,

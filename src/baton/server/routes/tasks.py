@@ -15,9 +15,10 @@ from baton.errors import NotFoundError
 from baton.runs.queries import TaskRecord
 from baton.server.auth import Principal
 from baton.server.models import CreateTaskRequest, ErrorResponse, Task
-from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, with_scope
+from baton.server.routes._access import AUTH_RESPONSES, allowed_repository, allowed_repository_url, with_scope
 from baton.server.routing import DirectRoute
 from baton.server.state import ServerState, server_state
+from baton.workspaces.mirror import is_git_url
 
 __all__ = ["router", "visible_task"]
 
@@ -65,7 +66,12 @@ async def create_task(
     state.commands.take(principal.sub)
     if principal.task_id is not None or principal.run_id is not None:
         raise NotFoundError("task_not_found", "this token is limited to one run or task; it creates no task")
-    repo = None if body.repo is None else str(allowed_repository(body.repo, state.config))
+    repo = body.repo
+    if repo is not None:
+        checked = (
+            allowed_repository_url(repo, state.config) if is_git_url(repo) else allowed_repository(repo, state.config)
+        )
+        repo = str(checked)
     task = await state.runs.create_task(
         body.prompt, repo=repo, title=body.title, metadata=body.metadata, owner=principal.sub
     )
