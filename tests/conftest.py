@@ -162,11 +162,25 @@ def blank_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.create_schema()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def runs_work_in_place() -> Iterator[None]:
+    """The tests written before workspaces read the user's repository after a run: their runs
+    work in place (``BATON_WORKSPACE=in-place``, also in the ``Settings`` they build and the
+    ``baton`` they start). The tests of workspaces (tests/workspaces) ask for their kind."""
+    before = os.environ.get("BATON_WORKSPACE")
+    os.environ["BATON_WORKSPACE"] = "in-place"
+    yield
+    if before is None:
+        os.environ.pop("BATON_WORKSPACE", None)
+    else:
+        os.environ["BATON_WORKSPACE"] = before
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings with a fresh BATON_HOME and no model credentials from the environment."""
+    """Settings with a fresh BATON_HOME and no model credentials from the environment (runs in place)."""
     home = tmp_path / "baton-home"
-    environ = {"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}
+    environ = {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}
     return Settings.load(environ)
 
 

@@ -214,7 +214,7 @@ async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
     assert agent_side == live_first + resumed.updates
     assert len({runs[0], runs[3], runs[4]}) == 3
 
-    async with Baton(Settings.load({"BATON_HOME": str(home)})) as baton:
+    async with Baton(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)})) as baton:
         entries = await baton.log.read(runs[0])
         answers = [
             e["payload"]["result"]

@@ -38,6 +38,7 @@ def baton_command() -> list[str]:
 def cli_environment(home: Path) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name not in _DROPPED and not name.startswith("BATON_")}
     env["BATON_HOME"] = str(home)
+    env["BATON_WORKSPACE"] = "in-place"  # these tests read the repository after a run (tests/conftest.py)
     env["CLAUDE_CODE_MAX_RETRIES"] = "1"
     return env
 
@@ -147,6 +148,7 @@ def invoke_in_process(
         if name in _DROPPED or name.startswith("BATON_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("BATON_HOME", str(home))
+    monkeypatch.setenv("BATON_WORKSPACE", "in-place")
     for name, value in (env or {}).items():
         monkeypatch.setenv(name, value)
     result = CliRunner().invoke(app, list(args), prog_name="baton")

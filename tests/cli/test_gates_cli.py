@@ -29,7 +29,7 @@ class Gates:
     """Opens and reads gates in the CLI's BATON_HOME, as the process executing a run would."""
 
     def __init__(self, home: Path) -> None:
-        self.url = Settings.load({"BATON_HOME": str(home)}).resolved_database_url
+        self.url = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url
         home.mkdir(parents=True, exist_ok=True)
 
     def run(self, agent: str = "claude") -> str:

@@ -23,7 +23,7 @@ RunIds = dict[str, str]
 
 async def make_runs(home: Path, repo: Path) -> RunIds:
     home.mkdir(parents=True, exist_ok=True)
-    settings = Settings.load({"BATON_HOME": str(home)})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)})
     async with Store.open(settings.resolved_database_url) as store, SessionLog(store, Redactor()) as log:
         ids: RunIds = {}
         for name in ("finished", "dead", "alive", "empty"):
@@ -110,7 +110,7 @@ AGENTS = ("claude", "codex", "gemini", "opencode", "claude-acp", "command")
 
 async def make_runs_of_every_agent(home: Path, repo: Path) -> list[str]:
     home.mkdir(parents=True, exist_ok=True)
-    settings = Settings.load({"BATON_HOME": str(home)})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)})
     async with Store.open(settings.resolved_database_url) as store:
         task = await store.create_task("the task's own long prompt", title="Fix the flaky test", repo=str(repo))
         ids = []

@@ -99,7 +99,7 @@ async def _everything(runs: Runs, ids: dict[str, str]) -> dict[str, Any]:
 
 
 def test_the_sqlite_read_path_answers_as_the_store_does(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home")})
     ids = asyncio.run(_fill(settings))
     assert SqliteReads.open(settings.resolved_database_url) is not None
 
@@ -120,7 +120,7 @@ def test_the_sqlite_read_path_answers_as_the_store_does(tmp_path: Path) -> None:
 
 
 def test_reading_a_sqlite_store_imports_no_sqlalchemy(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home")})
     ids = asyncio.run(_fill(settings))
     probe = (
         "import asyncio, sys\n"
@@ -137,7 +137,7 @@ def test_reading_a_sqlite_store_imports_no_sqlalchemy(tmp_path: Path) -> None:
 
 
 def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home")})
     asyncio.run(_fill(settings))
 
     async def codes(runs: Runs) -> list[str]:
@@ -170,7 +170,7 @@ def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> N
 
 
 def test_a_store_not_at_the_newest_revision_is_migrated_not_read_lightly(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home")})
     settings.home.mkdir(parents=True)
     from baton.store.engine import make_engine
 
@@ -189,7 +189,7 @@ def test_a_store_not_at_the_newest_revision_is_migrated_not_read_lightly(tmp_pat
 
 
 def test_a_gate_past_its_deadline_is_listed_expired(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home")})
+    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home")})
     ids = asyncio.run(_fill(settings))
 
     async def expire_and_list() -> list[Any]:

@@ -148,7 +148,7 @@ def resume_and_kill(trial: Trial, more: int) -> None:
 
 def settings_of(trial: Trial, server: ScriptedModelServer) -> Settings:
     return Settings.load(
-        {"BATON_HOME": str(trial.home), "PATH": os.environ.get("PATH", "")},
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(trial.home), "PATH": os.environ.get("PATH", "")},
         anthropic_base_url=server.base_url,
         anthropic_api_key=MODEL_KEY,
     )

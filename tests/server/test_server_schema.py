@@ -101,7 +101,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 def _published_schema() -> dict[str, Any]:
     """The OpenAPI document the server serves (built here: parametrize needs it at import)."""
     with tempfile.TemporaryDirectory() as home:
-        return create_app(Settings.load({"BATON_HOME": home})).openapi()
+        return create_app(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": home})).openapi()
 
 
 schema = schemathesis.openapi.from_dict(_published_schema())

@@ -20,6 +20,7 @@ from baton.cli import show as _show  # noqa: F401
 from baton.cli import snapshots as _snapshots  # noqa: F401
 from baton.cli import token as _token  # noqa: F401
 from baton.cli import worker as _worker  # noqa: F401
+from baton.cli import workspaces as _workspaces  # noqa: F401
 from baton.cli._app import app
 
 __all__ = ["app", "main"]

@@ -16,16 +16,21 @@ from baton.runs.spec import RunSpec, require_repo
 __all__ = [
     "AgentOption",
     "AllowOption",
+    "BaseOption",
     "BudgetUsdOption",
     "DenyOption",
+    "IncludeUncommittedOption",
     "MaxSecondsOption",
     "MaxTurnsOption",
     "ModeOption",
     "ModelOption",
     "MountRoOption",
     "MountRwOption",
+    "RefOption",
     "RepoOption",
     "SandboxOption",
+    "SetupOption",
+    "WorkspaceOption",
     "build_spec",
 ]
 
@@ -65,9 +70,29 @@ MountRwOption = Annotated[
 ]
 
 
+WorkspaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--workspace",
+        help="worktree (default for a git repository), clone (a URL or a bare repository) or in-place.",
+    ),
+]
+BaseOption = Annotated[
+    str | None, typer.Option("--base", help="The commit, branch or tag the workspace starts at (default: HEAD).")
+]
+RefOption = Annotated[str | None, typer.Option("--ref", help="For a clone: the remote's branch, tag or commit.")]
+IncludeUncommittedOption = Annotated[
+    bool,
+    typer.Option("--include-uncommitted", help="Carry your staged, unstaged and new files into the worktree."),
+]
+SetupOption = Annotated[
+    str | None, typer.Option("--setup", help="A command run in the new workspace before the agent starts.")
+]
+
+
 def build_spec(
     prompt: str,
-    repo: Path,
+    repo: Path | str,
     *,
     agent: str,
     model: str | None,
@@ -87,9 +112,20 @@ def build_spec(
     sandbox: str | None = None,
     mount_ro: list[str] | None = None,
     mount_rw: list[str] | None = None,
+    workspace: str | None = None,
+    base: str | None = None,
+    ref: str | None = None,
+    include_uncommitted: bool = False,
+    setup: str | None = None,
 ) -> RunSpec:
-    """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
-    require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
+    """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``; a URL
+    as ``--repo`` is cloned (docs/workspaces.md)."""
+    from baton.workspaces.mirror import is_git_url
+
+    repo_url = str(repo) if is_git_url(str(repo)) else None
+    repo = Path() if repo_url is not None else Path(repo)
+    if repo_url is None:
+        require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
     agent_command: tuple[str, ...] = ()
     if agent_cmd is not None:
         from baton.agents.command import COMMAND_AGENT
@@ -124,4 +160,10 @@ def build_spec(
         sandbox=sandbox,
         mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
         mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
+        workspace=workspace,
+        repo_url=repo_url,
+        base=base,
+        ref=ref,
+        include_uncommitted=include_uncommitted,
+        setup=setup,
     )

@@ -14,16 +14,20 @@ from baton.cli._follow import follow_run
 from baton.cli._spec import (
     AgentOption,
     AllowOption,
+    BaseOption,
     BudgetUsdOption,
     DenyOption,
+    IncludeUncommittedOption,
     MaxSecondsOption,
     MaxTurnsOption,
     ModelOption,
     ModeOption,
     MountRoOption,
     MountRwOption,
-    RepoOption,
+    RefOption,
     SandboxOption,
+    SetupOption,
+    WorkspaceOption,
     build_spec,
 )
 from baton.config import Settings
@@ -36,7 +40,9 @@ __all__ = ["run_command"]
 @app.command("run")
 def run_command(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    repo: RepoOption,
+    repo: Annotated[
+        str, typer.Option("--repo", help="The repository: a folder, or a git URL to clone (docs/workspaces.md).")
+    ],
     agent: AgentOption = "claude",
     model: ModelOption = None,
     mode: ModeOption = "default",
@@ -48,6 +54,11 @@ def run_command(
     sandbox: SandboxOption = None,
     mount_ro: MountRoOption = None,
     mount_rw: MountRwOption = None,
+    workspace: WorkspaceOption = None,
+    base: BaseOption = None,
+    ref: RefOption = None,
+    include_uncommitted: IncludeUncommittedOption = False,
+    setup: SetupOption = None,
     scenario: Annotated[
         str | None,
         typer.Option(
@@ -92,6 +103,11 @@ def run_command(
             agent_cmd=agent_cmd,
             trust_agent_permissions=trust_agent_permissions,
             scenario=scenario,
+            workspace=workspace,
+            base=base,
+            ref=ref,
+            include_uncommitted=include_uncommitted,
+            setup=setup,
         )
         code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))
     except BatonError as exc:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from baton.runs.cancelling import Cancelled
     from baton.runs.handoff import ExportResult, ImportResult
     from baton.store import SessionLog, Store
+    from baton.workspaces.gc import GcResult, WorkspaceEntry
+    from baton.workspaces.removal import RemovedRun
 
 __all__ = [
     "GATE_STATUSES",
@@ -317,6 +319,33 @@ class Runs:
         )
 
     # Commands.
+
+    # Workspaces (baton.workspaces.gc, docs/workspaces.md).
+
+    async def workspaces(self) -> list[WorkspaceEntry]:
+        """Every workspace with its runs, size on disk and branch."""
+        from baton.workspaces.gc import list_workspaces
+
+        records = await self.list_runs()
+        return await asyncio.to_thread(list_workspaces, self.settings, records)
+
+    async def collect_workspaces(
+        self, *, older_than: float | None = None, dry_run: bool = False, force: bool = False
+    ) -> GcResult:
+        """``baton gc``: remove the workspaces of ended runs (older than ``older_than`` seconds,
+        default ``[workspace] retention``), never one with an unmerged, unpushed branch unless ``force``."""
+        from baton.workspaces.gc import collect
+
+        entries = await self.workspaces()
+        limit = older_than if older_than is not None else self.settings.workspace_retention_seconds
+        return await asyncio.to_thread(collect, self.settings, entries, older_than=limit, dry_run=dry_run, force=force)
+
+    async def remove_run(self, run_id: str, *, force: bool = False) -> RemovedRun:
+        """``baton rm``: the run removed entirely (refused while it is live)."""
+        from baton.workspaces.removal import remove_run
+
+        record = await self.get_run(run_id)
+        return await remove_run(await self._writable(), self.settings, record, await self.list_runs(), force=force)
 
     async def post_command(self, run_id: str, kind: str, payload: dict[str, Any]) -> int:
         """Queue an inbox command (``cancel``, ``user_message``, ``close``, ``set_permission_mode``)

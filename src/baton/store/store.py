@@ -302,6 +302,12 @@ class Store:
         """Store a snapshot (``id`` ``s1``, ``s2`` …, ``tree_hash`` required); a stored id is kept."""
         await asyncio.to_thread(_rundata.add_snapshot, self.engine, run_id, snapshot)
 
+    async def delete_run(self, run_id: str) -> None:
+        """Remove every row of the run (``baton rm``; not its task, which other runs may share)."""
+        from baton.store._transfer import delete_run_rows
+
+        await asyncio.to_thread(delete_run_rows, self.engine, run_id)
+
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
         """The run's snapshots in id order (s1, s2, … s10)."""
         return await asyncio.to_thread(_rundata.list_snapshots, self.engine, run_id)
