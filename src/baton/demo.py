@@ -6,7 +6,8 @@ workspace are allowed by the ``acceptEdits`` mode; anything else is denied.
 
 The run is kept: its ``BATON_HOME`` is ``.baton-home/`` in the current directory (the checkout,
 where git ignores it) unless ``BATON_HOME`` is set, the repository ``demo/calc`` inside it (made
-anew each time); at the end the demo prints three commands to try with the run it made.
+anew each time); the run works in its own worktree under ``workspaces/`` there, and at the end
+the demo prints where, and three commands to try with the run it made.
 """
 
 from __future__ import annotations
@@ -59,7 +60,19 @@ def main() -> int:
     if repo.exists():
         shutil.rmtree(repo)  # the sample anew; earlier runs stay in the home
     prepare_sample_repo(repo)
-    args = ["run", PROMPT, "--repo", str(repo), "--mode", "acceptEdits", "--allow", TEST_RULE]
+    # Its own worktree (docs/workspaces.md), whatever BATON_WORKSPACE says: the sample stays as made.
+    args = [
+        "run",
+        PROMPT,
+        "--repo",
+        str(repo),
+        "--workspace",
+        "worktree",
+        "--mode",
+        "acceptEdits",
+        "--allow",
+        TEST_RULE,
+    ]
     if not os.environ.get("ANTHROPIC_API_KEY"):
         args += ["--scenario", "demo"]
         print("baton demo: offline, with the scripted model (set ANTHROPIC_API_KEY to use the real one)")
@@ -68,22 +81,26 @@ def main() -> int:
         app(args, prog_name="baton")
     except SystemExit as exit_:
         code = int(exit_.code or 0)
-    run_id = asyncio.run(_last_run_id())
+    run_id, workspace = asyncio.run(_last_run())
     if run_id is not None:
-        print(f"\nThe run is kept in {home}/. Next, try:")
+        print(f"\nThe run is kept in {home}/; it worked in its own worktree {workspace} ({repo} is as made).")
+        print("Next, try:")
         for what, command in next_commands(run_id, home, _baton_command()):
             print(f"  # {what}\n  {command}")
     return code
 
 
-async def _last_run_id() -> str | None:
+async def _last_run() -> tuple[str | None, str | None]:
+    """The id of the run the demo made, and the folder it worked in."""
     from baton.config import Settings
     from baton.store import Store
 
     store = await asyncio.to_thread(Store.open, Settings.load().resolved_database_url)
     async with store:
         runs = await store.list_runs()
-    return runs[-1].id if runs else None
+    if not runs:
+        return None, None
+    return runs[-1].id, runs[-1].to_dict()["workspace"]["path"]
 
 
 def _baton_command() -> str:

@@ -146,7 +146,9 @@ def test_make_demo_runs_offline_and_says_what_to_try_next(demos: Demos) -> None:
     assert "✔ tests passed" in done.stdout
     shown, _, after = done.stdout.partition("\nThe run is kept in ")
     assert "finished (end_turn)" in shown.splitlines()[-1]
-    commands = [line.strip() for line in after.splitlines()[1:] if not line.strip().startswith("#")]
+    kept, _, tried = after.partition("\nNext, try:\n")
+    assert "it worked in its own worktree " in kept and "/workspaces/run_" in kept, kept  # the sample is as made
+    commands = [line.strip() for line in tried.splitlines() if not line.strip().startswith("#")]
     assert len(commands) == 3, after
     # Pasted into a shell in the checkout, each works on the run the demo made (and kept).
     pasted = [
