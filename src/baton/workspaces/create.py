@@ -169,7 +169,7 @@ def recreate_workspace(settings: Settings, record: WorkspaceRecord, run_id: str)
             raise UsageError(
                 "invalid_argument", f"the run's repository {repo} is gone: pass --repo DIR to restore it elsewhere"
             )
-        add_worktree(repo, dest, resolve_commit(repo, commit, option="base commit"))
+        add_worktree(repo, dest, resolve_commit(repo, commit, option="base commit"), again=True)
     else:
         clone_from_mirror(settings.home, record.repo, dest)
         git(["checkout", "--quiet", "--detach", resolve_clone_ref(dest, commit)], cwd=dest)

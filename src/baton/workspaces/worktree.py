@@ -49,12 +49,13 @@ def resolve_commit(repo: Path, ref: str, *, option: str = "--base") -> str:
     return commit
 
 
-def add_worktree(repo: Path, dest: Path, commit: str) -> None:
-    """``git worktree add --detach DEST COMMIT`` (its admin entry named after ``dest``)."""
+def add_worktree(repo: Path, dest: Path, commit: str, *, again: bool = False) -> None:
+    """``git worktree add --detach DEST COMMIT`` (its admin entry named after ``dest``); ``again``:
+    the folder of a worktree git still lists was deleted, and this one takes its place."""
     if dest.exists():
         raise UsageError("invalid_argument", f"{dest} exists already")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    git(["worktree", "add", "--quiet", "--detach", str(dest), commit], cwd=repo)
+    git(["worktree", "add", "--quiet", *(["--force"] if again else []), "--detach", str(dest), commit], cwd=repo)
 
 
 def remove_worktree(repo: Path | None, dest: Path) -> None:

@@ -1,0 +1,136 @@
+"""Runs in workspaces, end to end: real Claude Code on baton's scripted model, real git.
+
+Four runs at once on one repository each in a worktree of its own; a clone by URL through the
+mirror; the setup step (``--setup``, a trusted ``.baton/setup``, an untrusted one skipped, a
+failing one); a resume after the workspace was deleted. The user's repository stays
+byte-identical (HEAD, index, working tree, refs)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.conftest import make_git_repo
+from tests.workspaces.conftest import fingerprint, git, load_settings
+
+from baton.config import Settings
+from baton.runs import Baton, RunSpec
+
+pytestmark = pytest.mark.claude
+
+WRITE = {"scenario": "write-prompt-file", "permission_mode": "acceptEdits"}
+
+
+def _notes(entries: list[dict[str, object]], method: str) -> list[dict[str, object]]:
+    return [entry["payload"]["params"] for entry in entries if entry["method"] == method]  # type: ignore[index]
+
+
+@pytest.mark.slow(seconds=60)
+@pytest.mark.timeout(240)
+async def test_four_runs_at_once_on_one_repository_each_hold_exactly_their_change(
+    ws_settings: Settings, repo: Path
+) -> None:
+    (repo / "draft.txt").write_text("the user's own work in progress\n")  # never seen by the runs
+    before = fingerprint(repo)
+    names = ["one.txt", "two.txt", "three.txt", "four.txt"]
+    async with Baton(ws_settings) as baton:
+        handles = [await baton.start(RunSpec(prompt=name, repo=repo, **WRITE)) for name in names]  # type: ignore[arg-type]
+        outcomes = await asyncio.gather(*(handle.wait() for handle in handles))
+        records = [await baton.store.get_run(handle.run_id) for handle in handles]
+    assert [outcome.status for outcome in outcomes] == ["finished"] * 4, outcomes
+    paths = set()
+    for name, record in zip(names, records, strict=True):
+        shown = record.to_dict()
+        workspace = shown["workspace"]
+        assert shown["repo"] == str(repo.resolve()) and workspace["kind"] == "worktree"
+        assert workspace["path"] == str(ws_settings.workspace_dir(record.id)) == record.cwd
+        assert workspace["base_commit"] == git(repo, "rev-parse", "HEAD")
+        assert (workspace["branch"], workspace["head_commit"], workspace["pull_request_url"]) == (None, None, None)
+        path = Path(workspace["path"])
+        assert git(path, "status", "--porcelain") == f"?? {name}"  # exactly its change
+        assert (path / name).read_text() == f"written for {name}\n"
+        paths.add(path)
+    assert len(paths) == 4
+    assert fingerprint(repo) == before
+    assert not any((repo / name).exists() for name in names)
+
+
+@pytest.mark.slow(seconds=20)
+async def test_a_url_is_cloned_and_the_run_works_in_the_clone(ws_settings: Settings, tmp_path: Path, repo: Path) -> None:
+    bare = tmp_path / "upstream.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    upstream = fingerprint_bare(bare)
+    async with Baton(ws_settings) as baton:
+        outcome = await baton.run(RunSpec(prompt="cloned.txt", repo=Path(), repo_url=f"file://{bare}", **WRITE))  # type: ignore[arg-type]
+        shown = (await baton.store.get_run(outcome.run_id)).to_dict()
+    assert outcome.status == "finished", outcome
+    assert shown["repo"] == f"file://{bare}" and shown["workspace"]["kind"] == "clone"
+    clone = Path(shown["workspace"]["path"])
+    assert (clone / "cloned.txt").is_file() and git(clone, "remote", "get-url", "origin") == f"file://{bare}"
+    assert fingerprint_bare(bare) == upstream
+
+
+def fingerprint_bare(bare: Path) -> str:
+    return git(bare, "for-each-ref", "--format=%(refname) %(objectname)")
+
+
+@pytest.mark.slow(seconds=30)
+async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", {".baton/setup": "echo from the repository\necho $BATON_PORT_BASE > port.txt\n"})
+    untrusted = load_settings(tmp_path / "home-a")
+    async with Baton(untrusted) as baton:
+        given = await baton.run(RunSpec(prompt="a.txt", repo=repo, setup="echo given; touch made-by-setup", **WRITE))  # type: ignore[arg-type]
+        skipped = await baton.run(RunSpec(prompt="b.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        given_log = [dict(e) for e in await baton.log.read(given.run_id)]
+        skipped_log = [dict(e) for e in await baton.log.read(skipped.run_id)]
+    assert given.status == "finished" and skipped.status == "finished"
+    setup = _notes(given_log, "_baton/setup")
+    assert setup[0] == {"status": "started", "source": "option", "command": "echo given; touch made-by-setup"}
+    assert {"status": "output", "text": "given"} in setup and setup[-1] == {"status": "finished", "exit_code": 0}
+    methods = [entry["method"] for entry in given_log]
+    assert methods.index("_baton/setup") < methods.index("session/prompt")  # before the agent's first turn
+    assert (untrusted.workspace_dir(given.run_id) / "made-by-setup").is_file()
+    [note] = _notes(skipped_log, "_baton/setup")
+    assert note["status"] == "skipped" and "is not a trusted repository" in str(note["reason"])
+
+    trusted = load_settings(tmp_path / "home-b", workspace_trusted=(str(repo),))
+    async with Baton(trusted) as baton:
+        ran = await baton.run(RunSpec(prompt="c.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        ran_record = await baton.store.get_run(ran.run_id)
+    assert ran.status == "finished"
+    port = int((trusted.workspace_dir(ran.run_id) / "port.txt").read_text())
+    assert port == ran_record.request["workspace"]["port_base"]  # type: ignore[index]
+
+    failing_repo = make_git_repo(tmp_path / "failing", {".baton/setup": "echo about to fail\nexit 3\n"})
+    trusted = load_settings(tmp_path / "home-c", workspace_trusted=(str(failing_repo),))
+    async with Baton(trusted) as baton:
+        failed = await baton.run(RunSpec(prompt="d.txt", repo=failing_repo, **WRITE))  # type: ignore[arg-type]
+        failed_log = [dict(e) for e in await baton.log.read(failed.run_id)]
+    assert failed.status == "failed" and failed.code == "workspace_setup_failed", failed
+    assert "exited 3" in str(failed.message) and "about to fail" in str(failed.message)
+    assert _notes(failed_log, "_baton/setup")[-1]["status"] == "failed"
+    assert not any(entry["method"] == "session/prompt" for entry in failed_log)  # the agent never got the task
+
+
+@pytest.mark.slow(seconds=30)
+async def test_a_resume_after_the_workspace_was_deleted_makes_it_again_from_the_last_snapshot(
+    ws_settings: Settings, repo: Path
+) -> None:
+    before = fingerprint(repo)
+    async with Baton(ws_settings) as baton:
+        first = await baton.run(RunSpec(prompt="kept.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        workspace = ws_settings.workspace_dir(first.run_id)
+        assert (workspace / "kept.txt").is_file()
+        shutil.rmtree(workspace)  # gone, as after `baton gc --force` or by hand
+        handle = await baton.resume(first.run_id, "again", scenario="plain")
+        again = await handle.wait()
+        record = await baton.store.get_run(again.run_id)
+    assert again.status == "finished", again
+    assert record.resumed_from == first.run_id and record.cwd == str(workspace)
+    assert (workspace / "kept.txt").read_text() == "written for kept.txt\n"  # from the snapshot
+    assert git(workspace, "rev-parse", "HEAD") == git(repo, "rev-parse", "HEAD")
+    assert record.to_dict()["workspace"]["kind"] == "worktree"
+    assert fingerprint(repo) == before
