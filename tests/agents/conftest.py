@@ -68,7 +68,9 @@ async def run_to_end(settings: Settings, spec: RunSpec) -> Finished:
 def _write_and_run(base: Path, agent: str, server: ScriptedModelServer) -> tuple[Settings, RunSpec]:
     """``write-and-run`` for ``agent`` (acceptEdits, Bash allowed) in a repository and home under ``base``."""
     repo = make_git_repo(base / "repo", {"README.md": "# r\n"})
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]}
+    )
     settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
     return settings, RunSpec(prompt="go", repo=repo, agent=agent, permission_mode="acceptEdits", allow=("Bash",))
 

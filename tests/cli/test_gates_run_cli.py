@@ -167,7 +167,9 @@ def test_baton_run_in_a_terminal_asks_and_runs_the_approved_command(baton: Baton
 
 def test_a_gate_decided_elsewhere_ends_the_question_in_the_terminal(baton: BatonCLI, repo: Path) -> None:
     async def approve() -> None:  # through the store, as `baton approve` does
-        settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(baton.home), "PATH": os.environ["PATH"]})
+        settings = Settings.load(
+            {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(baton.home), "PATH": os.environ["PATH"]}
+        )
         async with Store.open(settings.resolved_database_url) as store:
             gate = await _pending_gate(store)
             binding = {"bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash}

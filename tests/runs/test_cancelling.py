@@ -118,7 +118,9 @@ async def test_cancels_of_one_parked_run_from_many_callers_end_it_once(store: St
 async def test_a_parked_run_with_a_pending_gate_is_no_work_whatever_its_inbox_holds(
     store_url: str, tmp_path: Path
 ) -> None:
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home"), "PATH": ""}, database_url=store_url)
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home"), "PATH": ""}, database_url=store_url
+    )
     async with Baton(settings) as baton:
         run_id, _ = await parked_run(baton.store, "touch a")
         await post_command(baton.store, run_id, "set_permission_mode", {"permission_mode": "plan"})

@@ -45,7 +45,9 @@ class Source:
 
 
 def settings_for(home: Path, database_url: str | None = None) -> Settings:
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}
+    )
     return replace(settings, database_url=database_url) if database_url else settings
 
 

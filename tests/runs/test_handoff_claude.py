@@ -156,7 +156,9 @@ def test_an_imported_run_finishes_on_the_native_path(
 async def test_an_imported_run_without_its_agent_home_is_rebuilt(tmp_path: Path, handed: Handed) -> None:
     repo = tmp_path / "repo-c"
     _clone(handed.origin, repo)
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home-c"), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home-c"), "PATH": os.environ.get("PATH", "")}
+    )
     with ScriptedModelServer("three-steps") as server:
         configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=MODEL_KEY)
         async with Baton(configured) as baton:
@@ -185,7 +187,9 @@ async def test_resume_with_repo_on_a_shared_store_restores_the_latest_snapshot(
     repo = tmp_path / "repo-d"
     _clone(handed.origin, repo)
     monkeypatch.setenv("BATON_BLOB_URL", f"file://{shared / 'blobs'}")
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home-d"), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "home-d"), "PATH": os.environ.get("PATH", "")}
+    )
     with ScriptedModelServer("three-steps") as server:
         configured = replace(
             settings,

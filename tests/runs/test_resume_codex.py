@@ -71,7 +71,9 @@ async def test_a_codex_run_killed_mid_command_resumes_its_own_session(tmp_path: 
         assert not run_process_ids(run_id)
 
         settings = Settings.load(
-            {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ["PATH"]}, openai_base_url=base_url, openai_api_key=OPENAI_KEY
+            {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ["PATH"]},
+            openai_base_url=base_url,
+            openai_api_key=OPENAI_KEY,
         )
         async with Baton(settings) as baton:
             handle = await baton.resume(run_id)

@@ -199,7 +199,9 @@ def test_a_run_on_a_gate_keeps_the_process_until_it_is_decided_from_another_proc
         assert started[1].poll() is None
 
         async def approve() -> None:
-            store = Store.open(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url)
+            store = Store.open(
+                Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url
+            )
             async with store:
                 body = {
                     "decision": "approve",
@@ -228,7 +230,9 @@ def test_max_seconds_stops_the_long_turn_and_a_denied_budget_gate_ends_the_proce
         assert started[1].poll() is None
 
         async def deny() -> dict[str, Any]:
-            store = Store.open(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url)
+            store = Store.open(
+                Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url
+            )
             async with store:
                 ledger = GateLedger(store)
                 [gate] = await ledger.list(run_id=run_id)
@@ -243,7 +247,9 @@ def test_max_seconds_stops_the_long_turn_and_a_denied_budget_gate_ends_the_proce
     assert code == 1, stderr
 
     async def ended() -> str | None:
-        store = Store.open(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url)
+        store = Store.open(
+            Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)}).resolved_database_url
+        )
         async with store:
             return (await store.get_run(run_id)).error_code
 
@@ -259,7 +265,12 @@ def test_with_a_shared_postgres_baton_serve_sees_and_streams_the_sandboxed_run(
     env = {"BATON_DATABASE_URL": database}
     args = ("--repo", str(repo), "--prompt", "write it", "--mode", "acceptEdits", "--run-id", "run_shared0001")
     serve_settings = Settings.load(
-        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "serve-home"), "BATON_DATABASE_URL": database, "PATH": os.environ["PATH"]}
+        {
+            "BATON_WORKSPACE": "in-place",
+            "BATON_HOME": str(tmp_path / "serve-home"),
+            "BATON_DATABASE_URL": database,
+            "PATH": os.environ["PATH"],
+        }
     )
     with (
         agent_server(tmp_path / "sandbox-home", SLOW_WRITE, *args, env=env) as (started, _, run_id),

@@ -22,7 +22,9 @@ from baton.store import RunRecord
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")}
+    )
     with running_server(settings) as running:
         yield running
 

@@ -22,7 +22,9 @@ from baton.store import RunRecord
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One server for the module: these tests only add runs and read what they added."""
     home = tmp_path_factory.mktemp("server") / "baton-home"
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}
+    )
     with running_server(settings, ServerConfig(max_body_bytes=4096)) as running:
         yield running
 

@@ -34,7 +34,9 @@ def keys() -> tuple[KeyPair, KeyPair, KeyPair]:
 def server(tmp_path_factory: pytest.TempPathFactory, keys: tuple[KeyPair, KeyPair, KeyPair]) -> Iterator[RunningServer]:
     """One server for the module; each test uses owners of its own."""
     tmp_path = tmp_path_factory.mktemp("jwt-server")
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")}
+    )
     first, second, _stranger = keys
     jwks = {"keys": [jwt.algorithms.RSAAlgorithm.to_jwk(second.private.public_key(), as_dict=True) | {"kid": "k2"}]}
     (tmp_path / "rotation.json").write_text(json.dumps(jwks))

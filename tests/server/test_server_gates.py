@@ -32,7 +32,9 @@ def key() -> KeyPair:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, key: KeyPair) -> Iterator[RunningServer]:
     tmp_path = tmp_path_factory.mktemp("gates-server")
-    settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")})
+    settings = Settings.load(
+        {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(tmp_path / "baton-home"), "PATH": os.environ.get("PATH", "")}
+    )
     with running_server(settings, ServerConfig(jwt_public_keys=(key.write_public(tmp_path / "k.pem"),))) as running:
         yield running
 

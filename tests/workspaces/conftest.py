@@ -20,6 +20,12 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return subprocess.run([*GIT, "-C", str(repo), *args], check=check, capture_output=True, text=True).stdout.strip()
 
 
+def bare_clone(repo: Path, bare: Path) -> Path:
+    """``repo`` as a bare repository at ``bare`` (an upstream to clone by URL)."""
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    return bare
+
+
 def load_settings(home: Path, **overrides: object) -> Settings:
     """Settings with the default workspace kind (no ``BATON_WORKSPACE``)."""
     return Settings.load({"BATON_HOME": str(home), "PATH": os.environ.get("PATH", "")}, **overrides)
@@ -40,7 +46,7 @@ def fingerprint(repo: Path) -> dict[str, str]:
             continue
         tree.update(str(path.relative_to(repo)).encode() + b"\0")
         if path.is_symlink():
-            tree.update(os.readlink(path).encode())
+            tree.update(str(path.readlink()).encode())
         elif path.is_file():
             tree.update(path.read_bytes())
     return {

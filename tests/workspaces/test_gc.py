@@ -21,7 +21,9 @@ from baton.workspaces.create import make_workspace, plan_workspace
 OLD = "2020-01-01T00:00:00Z"
 
 
-def _recorded(settings: Settings, repo: str, run_id: str, *, status: str = "finished", branch: str | None = None) -> Path:
+def _recorded(
+    settings: Settings, repo: str, run_id: str, *, status: str = "finished", branch: str | None = None
+) -> Path:
     """A run of ``repo`` in a workspace of its own, recorded with ``status`` (ended in 2020)."""
     record = make_workspace(settings, plan_workspace(settings, repo, kind=None), run_id)
     workspace = record.to_json() | ({"branch": branch} if branch else {})

@@ -106,7 +106,9 @@ def test_a_worktree_starts_at_its_base(ws_settings: Settings, repo: Path) -> Non
 def test_include_uncommitted_carries_staged_unstaged_and_new_files_without_touching_the_users_index(
     ws_settings: Settings, tmp_path: Path
 ) -> None:
-    repo = make_git_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n", "gone.txt": "gone\n", ".gitignore": "*.log\n"})
+    repo = make_git_repo(
+        tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n", "gone.txt": "gone\n", ".gitignore": "*.log\n"}
+    )
     (repo / "a.txt").write_text("a staged\n")
     git(repo, "add", "a.txt")
     (repo / "a.txt").write_text("a staged, then changed\n")  # staged and unstaged
@@ -123,7 +125,11 @@ def test_include_uncommitted_carries_staged_unstaged_and_new_files_without_touch
     assert (path / "a.txt").read_text() == "a staged, then changed\n"
     assert (path / "new.txt").read_text() == "new\n" and not (path / "noise.log").exists()
     assert not (path / "gone.txt").exists()
-    assert record["carried"] == {"staged": ["a.txt"], "unstaged": ["a.txt", "b.txt", "gone.txt"], "untracked": ["new.txt"]}
+    assert record["carried"] == {
+        "staged": ["a.txt"],
+        "unstaged": ["a.txt", "b.txt", "gone.txt"],
+        "untracked": ["new.txt"],
+    }
 
 
 def test_worktree_include_copies_the_listed_untracked_files(ws_settings: Settings, tmp_path: Path) -> None:
@@ -145,7 +151,18 @@ def test_submodules_are_recorded_not_checked_out(ws_settings: Settings, tmp_path
     library = make_git_repo(tmp_path / "library", {"lib.txt": "lib\n"})
     repo = make_git_repo(tmp_path / "repo", {"README.md": "app\n"})
     subprocess.run(
-        [*GIT, "-C", str(repo), "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib"],
+        [
+            *GIT,
+            "-C",
+            str(repo),
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            str(library),
+            "vendor/lib",
+        ],
         check=True,
     )
     git(repo, "commit", "-qm", "a submodule")

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from tests.conftest import make_git_repo
-from tests.workspaces.conftest import fingerprint, git, load_settings
+from tests.workspaces.conftest import bare_clone, fingerprint, git, load_settings
 
 from baton.config import Settings
 from baton.runs import Baton, RunSpec
@@ -59,9 +58,10 @@ async def test_four_runs_at_once_on_one_repository_each_hold_exactly_their_chang
 
 
 @pytest.mark.slow(seconds=20)
-async def test_a_url_is_cloned_and_the_run_works_in_the_clone(ws_settings: Settings, tmp_path: Path, repo: Path) -> None:
-    bare = tmp_path / "upstream.git"
-    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+async def test_a_url_is_cloned_and_the_run_works_in_the_clone(
+    ws_settings: Settings, tmp_path: Path, repo: Path
+) -> None:
+    bare = bare_clone(repo, tmp_path / "upstream.git")
     upstream = fingerprint_bare(bare)
     async with Baton(ws_settings) as baton:
         outcome = await baton.run(RunSpec(prompt="cloned.txt", repo=Path(), repo_url=f"file://{bare}", **WRITE))  # type: ignore[arg-type]
@@ -79,7 +79,9 @@ def fingerprint_bare(bare: Path) -> str:
 
 @pytest.mark.slow(seconds=30)
 async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp_path: Path) -> None:
-    repo = make_git_repo(tmp_path / "repo", {".baton/setup": "echo from the repository\necho $BATON_PORT_BASE > port.txt\n"})
+    repo = make_git_repo(
+        tmp_path / "repo", {".baton/setup": "echo from the repository\necho $BATON_PORT_BASE > port.txt\n"}
+    )
     untrusted = load_settings(tmp_path / "home-a")
     async with Baton(untrusted) as baton:
         given = await baton.run(RunSpec(prompt="a.txt", repo=repo, setup="echo given; touch made-by-setup", **WRITE))  # type: ignore[arg-type]

@@ -83,7 +83,9 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
 
     async def run(agent: Callable[[Settings, str, RunSpec], Awaitable[Finished]], base: Path) -> Finished:
         repo = make_git_repo(copy_sample_repo(base / "repo") if sample else base / "repo", {"README.md": "# r\n"})
-        settings = Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]})
+        settings = Settings.load(
+            {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]}
+        )
         return await agent(settings, scenario, RunSpec(prompt="go", repo=repo, permission_mode=mode, allow=allow))
 
     if claude_reference is not None:
