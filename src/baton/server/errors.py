@@ -82,6 +82,11 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "archive_unsafe_entry": 422,
     "archive_corrupt": 422,
     "archive_version_unsupported": 422,
+    "workspace_failed": 422,
+    "ref_not_found": 422,
+    "clone_failed": 422,
+    "workspace_setup_failed": 422,
+    "branch_not_merged": 409,
     # 413 / 429: limits.
     "body_too_large": 413,
     "headers_too_large": 431,
