@@ -136,3 +136,22 @@ async def test_a_resume_after_the_workspace_was_deleted_makes_it_again_from_the_
     assert git(workspace, "rev-parse", "HEAD") == git(repo, "rev-parse", "HEAD")
     assert record.to_dict()["workspace"]["kind"] == "worktree"
     assert fingerprint(repo) == before
+
+
+@pytest.mark.slow(seconds=20)
+async def test_an_imported_worktree_run_gets_a_worktree_in_the_new_home(tmp_path: Path, repo: Path) -> None:
+    before = fingerprint(repo)
+    exported = tmp_path / "run.baton"
+    async with Baton(load_settings(tmp_path / "home-a")) as baton:
+        first = await baton.run(RunSpec(prompt="moved.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        await baton.export_run(first.run_id, exported)
+    here = load_settings(tmp_path / "home-b")
+    async with Baton(here) as baton:
+        imported = await baton.import_run(exported)
+        record = await baton.store.get_run(first.run_id)
+    workspace = here.workspace_dir(first.run_id)
+    assert imported.repo == workspace and record.cwd == str(workspace)
+    assert record.to_dict()["workspace"]["path"] == str(workspace) and record.to_dict()["repo"] == str(repo.resolve())
+    assert (workspace / "moved.txt").read_text() == "written for moved.txt\n"
+    assert git(workspace, "rev-parse", "HEAD") == git(repo, "rev-parse", "HEAD")
+    assert fingerprint(repo) == before

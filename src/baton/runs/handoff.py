@@ -92,6 +92,8 @@ from baton.store._transfer import PAGE, TABLES, Page, RunHead, delete_run_rows, 
 from baton.store.records import TERMINAL_STATUSES
 from baton.store.redact import encode_json
 from baton.store.tables import gates, run_transitions, runner_events, tasks
+from baton.workspaces.create import recreate_workspace, remove_made
+from baton.workspaces.record import workspace_of
 
 Row = dict[str, Any]
 
@@ -436,18 +438,29 @@ async def import_run(
     if await _run_known(store, run_id) or settings.run_dir(run_id).exists():
         raise RefusedError("run_exists", f"this BATON_HOME already has run {run_id}")
     recorded = run.get("repo") or run.get("cwd")
-    if repo is None and not (isinstance(recorded, str) and recorded.startswith("/")):
+    # A worktree or clone is made again in this home (docs/workspaces.md), unless --repo says where.
+    workspace = workspace_of(run.get("request")) if repo is None else None
+    workspace = workspace if workspace is not None and workspace.separate else None
+    if repo is None and workspace is None and not (isinstance(recorded, str) and recorded.startswith("/")):
         raise UsageError("invalid_argument", f"run {run_id} has no recorded repository: pass --repo DIR")
+    if workspace is not None:
+        recorded = str(settings.workspace_dir(run_id))
     target = Path(repo if repo is not None else str(recorded)).absolute()
     settings.home.mkdir(parents=True, exist_ok=True)
     staging = settings.home / f".import-{uuid.uuid4().hex[:12]}"  # beside runs/: moved into place by a rename
     try:
         unpacked = await asyncio.to_thread(_unpack, path, limits, manifest, run, staging)
+        if workspace is not None:
+            await asyncio.to_thread(recreate_workspace, settings, workspace, run_id)
         latest = next((s for s in reversed(unpacked.snapshots) if s.get("archive_key")), None)
         if latest is None and not target.is_dir():
             raise UsageError("invalid_argument", f"{target} is not a directory (and the run has no snapshot for it)")
         _relocate(unpacked, target)
         return await _install(store, settings, unpacked, target, latest, staging, base, force=force, limits=limits)
+    except BaseException:
+        if workspace is not None:  # the worktree or clone made for it goes with the import
+            await asyncio.to_thread(remove_made, settings, workspace.kind, workspace.repo, target)
+        raise
     finally:
         await asyncio.to_thread(shutil.rmtree, staging, True)
 
@@ -637,6 +650,9 @@ def _relocate(unpacked: _Unpacked, target: Path) -> None:
     run = unpacked.head.run
     resolved = str(target.resolve())
     run.update(repo=resolved, cwd=resolved, executor_id=None, heartbeat_at=None)
+    request = run.get("request")
+    if isinstance(request, dict) and isinstance(request.get("workspace"), dict):
+        run["request"] = {**request, "workspace": {**request["workspace"], "path": resolved}}
     status = run["status"]
     if status not in TERMINAL_STATUSES and status != "interrupted":
         transition = {"from_status": status, "to_status": "interrupted", "reason": "imported", "at": utc_timestamp()}
