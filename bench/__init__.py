@@ -32,6 +32,7 @@ MODULES: dict[str, str] = {
     "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
     "workflows": "bench.workflows",
+    "workspaces": "bench.workspaces",
 }
 
 

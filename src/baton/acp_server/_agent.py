@@ -282,6 +282,7 @@ class BatonAcpAgent:
                     deny=options.deny,
                     task_id=session.session_id,
                     run_mode="interactive",
+                    workspace="in-place",  # the editor's own files (docs/workspaces.md)
                 )
                 handle = await self._baton.start(spec, ask_human=ask)
             else:
