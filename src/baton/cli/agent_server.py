@@ -123,6 +123,7 @@ def agent_server_command(
             task_id=task_id,
             run_id=run_id,
             owner=owner,
+            workspace="in-place",  # the checkout it was given is the run's (a sandbox's, a worker's)
         )
         settings = Settings.load()
         config = ServerConfig.load(settings, host=host, port=port, sandbox_jwt_audience=audience)
