@@ -54,18 +54,10 @@ from baton.runs.resume import (
 from baton.runs.sandboxing import check_run_sandbox, run_sandbox
 from baton.runs.spec import RunOutcome, RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
+from baton.runs.workspacing import discarded, made_workspace, recreated_workspace, setup_of
 from baton.sandbox.plan import SandboxPlan
 from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
-from baton.store.records import new_run_id
-from baton.workspaces.create import (
-    discard_workspace,
-    make_workspace,
-    plan_workspace,
-    recreate_workspace,
-    setup_step,
-)
-from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
 
 if TYPE_CHECKING:
@@ -227,9 +219,8 @@ class Baton:
         Refused with ``workspace_busy`` while another live run holds the repository — atomically
         with recording the run, so of two processes starting at once exactly one records its run.
         """
-        run_id = spec.run_id or new_run_id()
-        workspace = await self._make_workspace(spec, run_id)
-        spec = replace(spec, repo=Path(workspace.path), repo_url=None, run_id=run_id)
+        spec, workspace = await made_workspace(self.settings, self.store, spec)
+        run_id = str(spec.run_id)
         try:
             entry, gatekeeper = await self._admit(spec)
             model = self._model(entry, spec.scenario)
@@ -253,7 +244,7 @@ class Baton:
                 exclusive=holds_workspace,
             )
         except BaseException:
-            await asyncio.to_thread(discard_workspace, self.settings, workspace, run_id)
+            await discarded(self.settings, workspace, run_id)
             raise
         agent, gatekeeper, subprocess_entry = launcher(record.id)
         return await self._execute(
@@ -265,36 +256,9 @@ class Baton:
                 subprocess_entry,
                 ask_human=ask_human,
                 model_source=model.source,
-                setup=self._setup_of(record),
+                setup=setup_of(self.settings, record),
             )
         )
-
-    async def _make_workspace(self, spec: RunSpec, run_id: str) -> WorkspaceRecord:
-        """The run's workspace (docs/workspaces.md), made before the run is recorded: what cannot
-        be made (a ``--base`` that does not exist, a URL that cannot be cloned) refuses the start."""
-        plan = plan_workspace(
-            self.settings,
-            spec.repo_url or str(spec.repo),
-            kind=spec.workspace,
-            base=spec.base,
-            ref=spec.ref,
-            include_uncommitted=spec.include_uncommitted,
-            setup=spec.setup,
-        )
-        if plan.kind == "in-place":
-            await check_workspace_free(self.store, Path(plan.repo))
-        return await asyncio.to_thread(make_workspace, self.settings, plan, run_id)
-
-    def _setup_of(self, record: RunRecord) -> WorkspaceSetup | None:
-        """What runs in the run's workspace before its agent starts (its ``--setup`` or a trusted
-        repository's ``.baton/setup``); None for a run recorded without a workspace."""
-        workspace = workspace_of(record.request)
-        if workspace is None:
-            return None
-        step, skipped = setup_step(self.settings, workspace, record.id)
-        if step is None and skipped is None:
-            return None
-        return WorkspaceSetup(step, skipped, self.settings.run_dir(record.id) / "agent-home")
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -398,7 +362,7 @@ class Baton:
             subprocess_entry,
             ask_human=ask_human,
             model_source=model.source,
-            setup=self._setup_of(record),
+            setup=setup_of(self.settings, record),
         )
 
     def _claude_sandbox(self, spec: RunSpec, run_id: str, binary: Path) -> SandboxPlan:
@@ -547,7 +511,7 @@ class Baton:
                 details={"gates": [gate.id for gate in pending]},
             )
         # Everything that can refuse is checked before the run is taken over.
-        recreated = await self._recreate_workspace(record) if repo is None else None
+        recreated = await recreated_workspace(self.settings, record) if repo is None else None
         spec = await resume_spec(self.log, record, repo)
         if scenario is not None:
             spec = replace(spec, scenario=scenario)
@@ -607,14 +571,6 @@ class Baton:
         if prepared is None and plan.resume_session_id is not None:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, model, api_key, binary)
         return plan, execution
-
-    async def _recreate_workspace(self, record: RunRecord) -> Path | None:
-        """The run's worktree or clone made again at its base commit when it is gone (removed by
-        ``baton gc``, or by hand); None when it is there, or the run works in place."""
-        workspace = workspace_of(record.request)
-        if workspace is None or not workspace.separate or Path(workspace.path).is_dir():
-            return None
-        return await asyncio.to_thread(recreate_workspace, self.settings, workspace, record.id)
 
     async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
         """The run's ``runs.request`` names the model source it continues on (``resume --scenario``
