@@ -54,7 +54,7 @@ async def remove_run(
     for other in records:
         if other.id != record.id and keys:
             keys -= {str(s["archive_key"]) for s in await store.list_snapshots(other.id) if s.get("archive_key")}
-    await store.delete_run(record.id)
+    await store.delete_run_rows(record.id)
     shutil.rmtree(settings.run_dir(record.id), ignore_errors=True)
     release_ports(settings.home, record.id)
     blobs = blob_store_for(None, settings.home)
