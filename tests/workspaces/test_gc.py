@@ -32,6 +32,7 @@ def _recorded(
         async with Store.open(settings.resolved_database_url) as store:
             request = {"prompt": "x", "workspace": workspace}
             await store.create_run(agent="claude", repo=record.path, cwd=record.path, run_id=run_id, request=request)
+            await store.update_run(run_id, status="running")  # as its executor would, then its end
             await store.update_run(run_id, status=status, finished_at=OLD if status in ("finished", "failed") else None)
 
     asyncio.run(record_run())
