@@ -40,6 +40,10 @@ def show_command(
         if key == "sandbox":
             sys.stdout.write(f"{'sandbox:':<18} {_sandbox_line(value)}\n")
             continue
+        if key == "workspace":  # docs/workspaces.md
+            shown = ", ".join(f"{name} {value[name]}" for name in value if name != "kind" and value[name] is not None)
+            sys.stdout.write(f"{'workspace:':<18} {value['kind']} ({shown})\n")
+            continue
         sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     sys.stdout.write("transitions:\n")
     for step in body["transitions"]:
