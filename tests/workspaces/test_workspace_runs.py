@@ -17,9 +17,11 @@ from tests.workspaces.conftest import bare_clone, fingerprint, git, load_setting
 
 from baton.config import Settings
 from baton.runs import Baton, RunSpec
+from baton.sandbox.bwrap import containment
 
 pytestmark = pytest.mark.claude
 
+needs_bwrap = pytest.mark.skipif(not containment().available, reason="bubblewrap cannot make namespaces here")
 WRITE = {"scenario": "write-prompt-file", "permission_mode": "acceptEdits"}
 
 
@@ -155,3 +157,30 @@ async def test_an_imported_worktree_run_gets_a_worktree_in_the_new_home(tmp_path
     assert (workspace / "moved.txt").read_text() == "written for moved.txt\n"
     assert git(workspace, "rev-parse", "HEAD") == git(repo, "rev-parse", "HEAD")
     assert fingerprint(repo) == before
+
+
+@needs_bwrap
+@pytest.mark.slow(seconds=20)
+async def test_the_agent_commits_inside_its_worktree_under_the_sandbox(ws_settings: Settings, repo: Path) -> None:
+    before = fingerprint(repo)
+    command = (
+        "echo work > work.txt && git add work.txt && "
+        "git -c user.name=agent -c user.email=agent@baton.invalid commit -qm 'agent commit' && echo COMMITTED"
+    )
+    spec = RunSpec(
+        prompt=command,
+        repo=repo,
+        scenario="bash-prompt",
+        permission_mode="acceptEdits",
+        allow=("Bash",),
+        sandbox="bwrap",
+    )
+    async with Baton(ws_settings) as baton:
+        outcome = await baton.run(spec)
+        entries = [dict(e) for e in await baton.log.read(outcome.run_id)]
+    assert outcome.status == "finished" and "COMMITTED" in str(outcome.result), outcome
+    [sandbox] = _notes(entries, "_baton/sandbox")
+    assert sandbox["mode"] == "bwrap"
+    workspace = ws_settings.workspace_dir(outcome.run_id)
+    assert git(workspace, "log", "-1", "--format=%s") == "agent commit"
+    assert fingerprint(repo) == before  # the commit's objects are shared; no ref of the user's moved
