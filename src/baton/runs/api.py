@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -59,9 +61,27 @@ from baton.snapshots import recorder_for
 from baton.store import Redactor, RunRecord, SessionLog, Store
 
 if TYPE_CHECKING:
+    from baton.observability import Telemetry
     from baton.runs.workflows import DurableRuntime
 
+_log = logging.getLogger("baton.observability")
+
 __all__ = ["Baton", "RunHandle"]
+
+
+def _start_telemetry(settings: Settings, redactor: Redactor, *, metrics: bool) -> Telemetry | None:
+    """The process's telemetry, or None (nothing configured: the SDK is not even imported)."""
+    from baton.observability.config import TelemetryConfig
+
+    config = TelemetryConfig.load(os.environ, settings.home)
+    if config.disabled or not (config.exporting or metrics):
+        return None
+    for value in config.headers.values():  # an exporter's credentials are secrets of baton's
+        if len(value) >= 8:
+            redactor.add(value)
+    from baton.observability import Telemetry
+
+    return Telemetry.start(config, prometheus=metrics)
 
 
 def agent_entry(spec: RunSpec) -> AgentEntry:
@@ -143,8 +163,14 @@ class RunHandle:
 class Baton:
     """Opens the store and the session log; starts runs and reads them back."""
 
-    def __init__(self, settings: Settings | None = None, *, concurrency: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, concurrency: int | None = None, metrics: bool = False
+    ) -> None:
         self.settings = settings or Settings.load()
+        # Telemetry (docs/observability.md): the standard OTEL environment and baton.toml say what
+        # to export; ``metrics`` keeps the Prometheus registry ``GET /metrics`` serves.
+        self._metrics = metrics
+        self.telemetry: Telemetry | None = None
         # How many runs execute in this process at once; more wait ``queued`` (docs/runs.md).
         self.concurrency = concurrency or self.settings.concurrency
         self._durable: DurableRuntime | None = None  # DBOS, launched when this Baton first executes a run
@@ -162,6 +188,9 @@ class Baton:
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._store = Store.open(self.settings.resolved_database_url)
         self._log = SessionLog(self._store, self.redactor)
+        self.telemetry = _start_telemetry(self.settings, self.redactor, metrics=self._metrics)
+        if self.telemetry is not None:
+            self._log.observe_commits(self.telemetry.committed)
         await self._log.__aenter__()
         self._queries = Runs.over(self._store, self._log, self.settings)
         return self
@@ -187,6 +216,10 @@ class Baton:
             await workflows.release(self._durable)
         if self._log is not None:
             await self._log.aclose()
+        if self.telemetry is not None:  # flushed within a second, whatever the collector does
+            summary = await asyncio.to_thread(self.telemetry.shutdown, 1.0)
+            if summary is not None:
+                _log.warning("%s", summary)
         if self._store is not None:
             await self._store.aclose()
         await asyncio.to_thread(self._scripted.close)
@@ -406,6 +439,7 @@ class Baton:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            telemetry=self.telemetry,
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
@@ -38,6 +38,9 @@ from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
+
+if TYPE_CHECKING:
+    from baton.observability import RunTelemetry, Telemetry
 
 __all__ = ["RebuiltFallback", "RunExecution"]
 
@@ -102,8 +105,11 @@ class RunExecution:
         gate_grace_seconds: float = 30.0,
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.run_id = run_id
+        self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
+        self._run_telemetry: RunTelemetry | None = None
         self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
@@ -146,6 +152,10 @@ class RunExecution:
     async def run(self) -> RunOutcome:
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
+        if self._telemetry is not None:  # the run's trace starts with its execution
+            self._run_telemetry = self._telemetry.begin_run(
+                run_id, task_id=spec.task_id, agent=spec.agent, owner=spec.owner
+            )
         # This process's executor id is on the run before its first entry can be seen, so a
         # resume never takes over a run that is just starting (docs/resume.md).
         reason = "started" if self._resume is None else "resumed"
@@ -184,6 +194,9 @@ class RunExecution:
         if self._resume is not None:
             self._note("resume", self._resume)
         self._note("status", {"status": "running", "reason": reason})
+        trace = self._run_telemetry.trace_note() if self._run_telemetry is not None else None
+        if trace is not None:  # where this execution's trace is (docs/observability.md)
+            self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
         started = time.monotonic()
@@ -264,7 +277,8 @@ class RunExecution:
             if self._entry is not None:
                 transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
-            tap = TappingTransport(transport, sink, self.run_id)
+            stamp = self._run_telemetry.stamp if self._run_telemetry is not None else None
+            tap = TappingTransport(transport, sink, self.run_id, stamp=stamp)
             self._gates = RunGates(
                 self._store,
                 self.run_id,
