@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -109,7 +109,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request_type, response_type = kinds
         request = request_type()
-        request.ParseFromString(body)  # a real parse: a malformed body raises here
+        try:
+            request.ParseFromString(body)  # a real parse: a malformed body is refused
+        except DecodeError as exc:
+            with self.server.lock:
+                self.server.received.bad.append(f"{self.path} {exc}")
+            self.send_error(400)
+            return
         with self.server.arrived:
             received = self.server.received
             received.raw.append(body)

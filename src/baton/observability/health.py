@@ -79,7 +79,7 @@ class ExportHealth:
         if not batches and not any(lost.values()):
             return None
         parts = ", ".join(f"{n} {signal}" for signal, n in lost.items() if n)
-        return f"OpenTelemetry export: {batches} batches failed; not exported: {parts}"
+        return f"OpenTelemetry: the collector did not get {parts} ({batches} batches given up)"
 
     def close(self) -> None:
         sdk = logging.getLogger("opentelemetry")

@@ -65,7 +65,9 @@ class RunTelemetry:
         """``TRACEPARENT`` for the agent's environment (the OpenTelemetry environment carrier)."""
         if self.trace is None:
             return {}
-        return {"TRACEPARENT": f"00-{self.trace.trace_id}-{self.trace.span_id}-01"}
+        carrier: dict[str, str] = {}
+        self.trace.stamp_carrier(carrier)
+        return {key.upper(): value for key, value in carrier.items()}
 
     def committed(self, entries: list[LogEntry]) -> None:
         if self.records is not None:

@@ -118,6 +118,10 @@ class RunTrace:
         if isinstance(meta, dict):
             _PROPAGATOR.inject(meta, context=self.current_context())
 
+    def stamp_carrier(self, carrier: dict[str, str]) -> None:
+        """``traceparent`` (and ``tracestate``) of the current span into ``carrier``."""
+        _PROPAGATOR.inject(carrier, context=self.current_context())
+
     def observe(self, entry: LogEntry) -> None:
         method = entry["method"]
         if method is None or self.ended:
