@@ -195,5 +195,6 @@ def test_the_receiver_parses_what_it_gets() -> None:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=5)
         assert refused.value.code == 400
+        refused.value.close()
         assert isinstance(receiver, OtlpReceiver) and receiver.received.logs == []
         assert receiver.received.bad
