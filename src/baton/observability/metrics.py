@@ -44,6 +44,10 @@ _TOKEN_KEYS = {
 }
 
 
+# Seconds: a run takes seconds to hours, a gate waits seconds to a day.
+_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600]
+
+
 def _seconds(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
@@ -59,10 +63,16 @@ class RunMetrics:
         self._failed = meter.create_counter("baton_runs_failed", description="Runs that failed, by agent and code")
         self._cancelled = meter.create_counter("baton_runs_cancelled", description="Runs cancelled, by agent")
         self._duration = meter.create_histogram(
-            "baton_run_duration", unit="s", description="Duration of ended runs, by agent and status"
+            "baton_run_duration",
+            unit="s",
+            description="Duration of ended runs, by agent and status",
+            explicit_bucket_boundaries_advisory=_BUCKETS,
         )
         self._gate_wait = meter.create_histogram(
-            "baton_gate_wait", unit="s", description="How long gates waited for a decision, by kind and decision"
+            "baton_gate_wait",
+            unit="s",
+            description="How long gates waited for a decision, by kind and decision",
+            explicit_bucket_boundaries_advisory=_BUCKETS,
         )
         self._gates_pending = meter.create_up_down_counter(
             "baton_gates_pending", description="Gates waiting for a human, by kind"

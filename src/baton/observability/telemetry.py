@@ -110,7 +110,7 @@ class Telemetry:
         self.registry: CollectorRegistry | None = None
         if prometheus:
             self.registry = CollectorRegistry(auto_describe=True)
-            readers.append(PrometheusMetricReader(registry=self.registry, disable_target_info=True))
+            readers.append(PrometheusMetricReader(registry=self.registry, disable_target_info=True, scope_info_enabled=False))
         self.metrics = RunMetrics(self.resource, readers, self.health) if readers else None
         self._runs: OrderedDict[str, RunTelemetry] = OrderedDict()
         self._closed = False
