@@ -133,7 +133,9 @@ class CountedMetricExporter(OTLPMetricExporter):
         super().__init__(endpoint=endpoint, **options)
         self._health, self._url = health, endpoint
 
-    def export(self, metrics_data: MetricsData, timeout_millis: float | None = 10_000, **kwargs: Any) -> MetricExportResult:
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float | None = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
         result = super().export(metrics_data, timeout_millis, **kwargs)
         if result is not MetricExportResult.SUCCESS:
             points = sum(

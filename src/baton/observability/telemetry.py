@@ -16,13 +16,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
+from wsgiref.simple_server import WSGIServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
 from baton.events.entry import LogEntry
 from baton.observability.config import TelemetryConfig
@@ -110,9 +111,12 @@ class Telemetry:
         self.registry: CollectorRegistry | None = None
         if prometheus:
             self.registry = CollectorRegistry(auto_describe=True)
-            readers.append(PrometheusMetricReader(registry=self.registry, disable_target_info=True, scope_info_enabled=False))
+            readers.append(
+                PrometheusMetricReader(registry=self.registry, disable_target_info=True, scope_info_enabled=False)
+            )
         self.metrics = RunMetrics(self.resource, readers, self.health) if readers else None
         self._runs: OrderedDict[str, RunTelemetry] = OrderedDict()
+        self._metrics_server: WSGIServer | None = None
         self._closed = False
 
     @classmethod
@@ -171,6 +175,14 @@ class Telemetry:
         for key in ended[: max(len(ended) - _KEEP_ENDED, 0)]:
             self._runs.pop(key, None)
 
+    def serve_metrics(self, port: int, host: str = "127.0.0.1") -> int:
+        """``GET /metrics`` on ``host:port`` (``baton worker --metrics-port``); the bound port."""
+        if self.registry is None:
+            raise RuntimeError("this telemetry keeps no Prometheus registry (metrics=True)")
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._metrics_server = server
+        return int(server.server_port)
+
     def metrics_text(self) -> bytes:
         """The Prometheus text exposition of the metrics (``GET /metrics``)."""
         if self.registry is None:
@@ -182,6 +194,9 @@ class Telemetry:
         if self._closed:
             return None
         self._closed = True
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
         for run in self._runs.values():
             if run.trace is not None:
                 run.trace.end()

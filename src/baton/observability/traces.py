@@ -243,7 +243,11 @@ class RunTrace:
         call_id = params.get("tool_call_id")
         parent_span = self._tools.get(call_id) if isinstance(call_id, str) else None
         context = trace.set_span_in_context(parent_span) if parent_span is not None else self.current_context()
-        attributes = {**self._identity, "baton.gate.id": str(params.get("gate_id")), "baton.gate.kind": str(params.get("kind"))}
+        attributes = {
+            **self._identity,
+            "baton.gate.id": str(params.get("gate_id")),
+            "baton.gate.kind": str(params.get("kind")),
+        }
         if params.get("tool_name"):
             attributes["baton.tool.name"] = str(params["tool_name"])
         self._gates[str(params.get("gate_id"))] = self._tracer.start_span(
