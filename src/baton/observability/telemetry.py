@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from baton.events.entry import LogEntry
 from baton.observability.config import TelemetryConfig
 from baton.observability.health import CountedLogExporter, CountedMetricExporter, CountedSpanExporter, ExportHealth
-from baton.observability.logs import RunLogRecords
+from baton.observability.logs import RecordPump, RunLogRecords
 from baton.observability.metrics import RunMetrics
 from baton.observability.model import ModelRequestSpans
 from baton.observability.traces import RunTrace
@@ -89,6 +89,7 @@ class Telemetry:
         self.resource = Resource.create(attributes)
         options: dict[str, Any] = {"headers": dict(config.headers), "timeout": config.timeout_seconds}
         self._log_processor: BatchLogRecordProcessor | None = None
+        self._pump: RecordPump | None = None
         self._span_processor: BatchSpanProcessor | None = None
         if (url := config.endpoint("logs")) is not None:
             self._log_processor = BatchLogRecordProcessor(
@@ -96,6 +97,7 @@ class Telemetry:
                 schedule_delay_millis=_LOG_BATCH_MS,
                 max_queue_size=20_000,
             )
+            self._pump = RecordPump(self.health)
         if (url := config.endpoint("traces")) is not None:
             self._span_processor = BatchSpanProcessor(
                 CountedSpanExporter(self.health, url, **options), schedule_delay_millis=_LOG_BATCH_MS
@@ -141,7 +143,9 @@ class Telemetry:
         trace = None
         if self._span_processor is not None:
             trace = RunTrace(resource, self._span_processor, identity, on_end=lambda: self._ended(run_id))
-        records = RunLogRecords(resource, self._log_processor, trace, self.health) if self._log_processor else None
+        records = None
+        if self._log_processor is not None and self._pump is not None:
+            records = RunLogRecords(resource, self._log_processor, trace, self._pump)
         run = RunTelemetry(run_id, trace, records)
         self._runs[run_id] = run
         if self.metrics is not None:
@@ -175,6 +179,14 @@ class Telemetry:
         for key in ended[: max(len(ended) - _KEEP_ENDED, 0)]:
             self._runs.pop(key, None)
 
+    def flush(self) -> None:
+        """Export what is queued now (blocking; a collector that is down makes it wait)."""
+        if self._pump is not None:
+            self._pump.drain()
+        for part in (self._log_processor, self._span_processor):
+            if part is not None:
+                part.force_flush()
+
     def serve_metrics(self, port: int, host: str = "127.0.0.1") -> int:
         """``GET /metrics`` on ``host:port`` (``baton worker --metrics-port``); the bound port."""
         if self.registry is None:
@@ -201,6 +213,10 @@ class Telemetry:
             if run.trace is not None:
                 run.trace.end()
         millis = int(timeout * 1000)
+        deadline = time.monotonic() + timeout
+        if self._pump is not None:  # the records still being built go out with the rest
+            self._pump.drain(timeout / 2)
+            self._pump.stop()
         stops: list[Any] = [part.shutdown for part in (self._log_processor, self._span_processor) if part is not None]
         if self.metrics is not None:
             provider = self.metrics.provider
@@ -210,7 +226,6 @@ class Telemetry:
         workers = [threading.Thread(target=stop, name="baton-otel-shutdown", daemon=True) for stop in stops]
         for worker in workers:
             worker.start()
-        deadline = time.monotonic() + timeout
         for worker in workers:
             worker.join(max(deadline - time.monotonic(), 0.0))
         summary = self.health.summary()
