@@ -46,7 +46,9 @@ async def test_metrics_count_the_runs_this_server_executed(settings: Settings, r
                     run_id = created.json()["id"]
                     ids.append(run_id)
                     async with asyncio.timeout(60):
-                        while (await client.get(f"/v1/runs/{run_id}")).json()["finished_at"] is None:
+                        while True:
+                            if (await client.get(f"/v1/runs/{run_id}")).json()["finished_at"] is not None:
+                                break
                             await asyncio.sleep(0.05)
                 answer = await client.get("/metrics")
                 anonymous = await client.get("/metrics", headers={"Authorization": ""})

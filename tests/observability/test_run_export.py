@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.observability._receiver import OtlpReceiver, attributes_of, otlp_receiver
 
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.gates.ledger import GateLedger
 from baton.runs import Baton, RunSpec
 from baton.testing import ScriptedModelServer
-from tests.observability._receiver import OtlpReceiver, attributes_of, otlp_receiver
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(90)]
 
@@ -58,7 +58,10 @@ async def approved_run(settings: Settings, repo: Path, prompt: str) -> tuple[str
         handle = await baton.start(RunSpec(prompt=prompt, repo=repo, owner="alice"))
         ledger = GateLedger(baton.store)
         async with asyncio.timeout(30):
-            while not (pending := [g for g in await ledger.list(run_id=handle.run_id) if g.status == "pending"]):
+            while True:
+                pending = [g for g in await ledger.list(run_id=handle.run_id) if g.status == "pending"]
+                if pending:
+                    break
                 await asyncio.sleep(0.02)
         gate = pending[0]
         binding = {"bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash}

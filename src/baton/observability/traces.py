@@ -25,14 +25,14 @@ from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from baton.events.entry import LogEntry
 
-__all__ = ["RunTrace", "SPAN_NAMES"]
+__all__ = ["SPAN_NAMES", "RunTrace"]
 
 SPAN_NAMES: Final = ("baton.run", "baton.turn", "baton.tool", "baton.gate", "baton.snapshot", "baton.model_request")
 _PROPAGATOR: Final = TraceContextTextMapPropagator()

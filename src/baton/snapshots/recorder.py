@@ -21,10 +21,10 @@ run goes on.
 from __future__ import annotations
 
 import asyncio
-import time
 import collections
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
