@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -35,17 +35,17 @@ _log = logging.getLogger("baton.observability")
 class ExportHealth:
     """Batches and items each signal failed to export; thread-safe (exporters run on threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoints: Mapping[Signal, str] | None = None) -> None:
         self._lock = threading.Lock()
+        self._configured = dict(endpoints or {})
         self.failed_batches: dict[Signal, int] = {"logs": 0, "traces": 0, "metrics": 0}
         self.lost_items: dict[Signal, int] = {"logs": 0, "traces": 0, "metrics": 0}
         self.emitted_items: dict[Signal, int] = {"logs": 0, "traces": 0, "metrics": 0}
         self.exported_items: dict[Signal, int] = {"logs": 0, "traces": 0, "metrics": 0}
         self.reports = 0
-        self._reasons = _Reasons()
-        sdk = logging.getLogger("opentelemetry")
-        sdk.addHandler(self._reasons)
-        sdk.propagate = False
+        self._summarized = False  # after the summary, failures of the last flush say nothing more
+        self._endpoints: dict[str, None] = {}
+        self._reasons = _silence_the_sdk()
 
     def emitted(self, signal: Signal, items: int) -> None:
         self.emitted_items[signal] += items  # on the event loop only
@@ -58,7 +58,8 @@ class ExportHealth:
         with self._lock:
             self.failed_batches[signal] += 1
             self.lost_items[signal] += items
-            first = self.reports == 0
+            self._endpoints.setdefault(endpoint, None)
+            first = self.reports == 0 and not self._summarized
             if first:
                 self.reports = 1
         if first:
@@ -69,8 +70,10 @@ class ExportHealth:
             )
 
     def summary(self) -> str | None:
-        """One line on what was lost (after shutdown: records still queued count too), or None."""
+        """One line on what was lost (after shutdown: records still queued count too), or None.
+        Failures after it (the last flush giving up) are not reported again."""
         with self._lock:
+            self._summarized = True
             lost = dict(self.lost_items)
             # Log records are counted as they are handed to the SDK: what never reached the
             # collector, dropped from a full queue or still queued at the end, is the difference.
@@ -78,14 +81,17 @@ class ExportHealth:
             batches = sum(self.failed_batches.values())
         if not batches and not any(lost.values()):
             return None
-        parts = ", ".join(f"{n} {signal}" for signal, n in lost.items() if n)
-        return f"OpenTelemetry: the collector did not get {parts} ({batches} batches given up)"
+        missed = [signal for signal, n in lost.items() if n]
+        parts = ", ".join(f"{lost[signal]} {signal}" for signal in missed)
+        urls = list(dict.fromkeys(self._configured[s] for s in missed if s in self._configured)) or list(
+            self._endpoints
+        )
+        given_up = f"; {batches} batches given up" if batches else ""
+        where = f" at {', '.join(urls)}" if urls else ""
+        return f"OpenTelemetry: the collector{where} did not get {parts}{given_up}"
 
     def close(self) -> None:
-        sdk = logging.getLogger("opentelemetry")
-        sdk.removeHandler(self._reasons)
-        if not sdk.handlers:
-            sdk.propagate = True
+        """Nothing to release: the SDK's loggers stay quiet (a last export may still be aborting)."""
 
 
 class _Reasons(logging.Handler):
@@ -100,6 +106,20 @@ class _Reasons(logging.Handler):
             self.last = record.getMessage()[:300]
         except Exception:  # a broken format string in a library's message: nothing to keep
             self.last = record.msg if isinstance(record.msg, str) else None
+
+
+_REASONS: _Reasons | None = None
+
+
+def _silence_the_sdk() -> _Reasons:
+    """The SDK's ``opentelemetry`` loggers stop at one handler that keeps the last reason."""
+    global _REASONS
+    if _REASONS is None:
+        _REASONS = _Reasons()
+        sdk = logging.getLogger("opentelemetry")
+        sdk.addHandler(_REASONS)
+        sdk.propagate = False
+    return _REASONS
 
 
 class CountedLogExporter(OTLPLogExporter):

@@ -84,7 +84,7 @@ class Telemetry:
 
     def __init__(self, config: TelemetryConfig, *, prometheus: bool) -> None:
         self.config = config
-        self.health = ExportHealth()
+        self.health = ExportHealth(config.endpoints if not config.disabled else None)
         attributes: dict[str, Any] = {**config.resource_attributes, "service.name": config.service_name}
         self.resource = Resource.create(attributes)
         options: dict[str, Any] = {"headers": dict(config.headers), "timeout": config.timeout_seconds}

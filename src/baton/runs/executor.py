@@ -31,6 +31,7 @@ from baton.errors import AgentError, RefusedError
 from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
+from baton.observability.baton_logs import CURRENT_RUN
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
@@ -150,6 +151,8 @@ class RunExecution:
         self._cancel.set()
 
     async def run(self) -> RunOutcome:
+        # baton's own log records of this run (and of the tasks it starts) carry its id.
+        CURRENT_RUN.set(self.run_id)
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
         if self._telemetry is not None:  # the run's trace starts with its execution
