@@ -39,6 +39,11 @@ def test_baton_run_exports_its_run_before_it_exits(tmp_path: Path, repo: Path) -
         with receiver.lock:
             records = receiver.received.log_records()
             spans = [span.name for _resource, span in receiver.received.spans()]
+            run_traces = {span.trace_id.hex() for _r, span in receiver.received.spans() if span.name == "baton.run"}
+        run_id = done.json_lines()[-1]["run_id"]
+        shown = baton("show", run_id, "--json")
+    assert shown.returncode == 0, shown.describe()
+    assert run_traces == {json.loads(shown.stdout)["trace_id"]}  # baton show names the run's trace
     assert records, done.describe()
     methods = [attributes_of(record.attributes).get("event_type") for _resource, record in records]
     assert methods[0] == "_baton/run_started" and methods[-1] == "_baton/status"
