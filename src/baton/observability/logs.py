@@ -1,8 +1,8 @@
 """Every committed, redacted log entry of a run executed here, as an OpenTelemetry log record.
 
 One record per entry: ``body`` is the entry as ``baton logs --json`` prints it (JSON text of
-``{run_id, seq, ts, direction, method, payload}``), attributes ``seq``, ``direction``,
-``event_type`` (the method; absent for a response to an unknown request) and ``run_id``; the
+``{run_id, seq, ts, direction, method, payload}``), attributes ``seq``, ``direction`` and
+``event_type`` (the method; absent for a response to an unknown request); the
 time is the entry's ``ts``. The resource is the process's (``service.name``, the configured
 attributes) plus ``run_id``, ``task_id``, ``agent`` and ``owner``: a ``LoggerProvider`` per run,
 all of them feeding one batching processor (a batch every 500 ms or 512 records). The records
@@ -101,11 +101,7 @@ class RunLogRecords:
     def build(self, entries: list[LogEntry], context: Context | None, observed: int) -> None:
         emit = self._logger.emit
         for entry in entries:
-            attributes: dict[str, str | int] = {
-                "run_id": entry["run_id"],
-                "seq": entry["seq"],
-                "direction": entry["direction"],
-            }
+            attributes: dict[str, str | int] = {"seq": entry["seq"], "direction": entry["direction"]}
             if entry["method"] is not None:
                 attributes["event_type"] = entry["method"]
             emit(
