@@ -110,6 +110,17 @@ class SnapshotList(BaseModel):
     snapshots: list[Snapshot]
 
 
+class Workspace(BaseModel):
+    """Where a run worked and the branch it left (docs/workspaces.md)."""
+
+    kind: Literal["worktree", "clone", "in-place"]
+    path: str | None
+    base_commit: str | None
+    branch: str | None = Field(description="The branch baton made of the run's result; null before one is made.")
+    head_commit: str | None = Field(description="That branch's commit.")
+    pull_request_url: str | None = Field(description="The URL result.on_branch printed last.")
+
+
 class Run(BaseModel):
     """The run object (docs/design.md "CLI contract"), the same for the CLI's --json and HTTP."""
 
@@ -125,6 +136,7 @@ class Run(BaseModel):
     finished_at: str | None
     total_cost_usd: float | None
     repo: str | None
+    workspace: Workspace
 
 
 class RunList(BaseModel):
