@@ -34,6 +34,7 @@ from baton.gates.budget import (
 )
 from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
+from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RebuiltFallback, RunExecution
@@ -406,6 +407,7 @@ class Baton:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
