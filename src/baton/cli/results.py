@@ -85,7 +85,7 @@ def merge_command(
     ] = None,
     json_output: Annotated[bool, _JSON] = False,
 ) -> None:
-    """Merge the run's branch into your branch: a fast-forward or a merge commit; refused on a conflict or dirty files."""
+    """Merge the run's branch into your branch (fast-forward or merge commit); refused on a conflict or dirty files."""
     try:
         merged = asyncio.run(_merge(Settings.load(), run_id, into))
     except BatonError as exc:
