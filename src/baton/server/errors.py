@@ -56,6 +56,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "gate_not_found": 404,
     "snapshot_not_found": 404,
     "session_not_found": 404,
+    "branch_not_found": 404,
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
     "run_not_running": 409,
