@@ -6,15 +6,17 @@ tree and the conflicting paths. A conflict is refused with ``merge_conflict`` (t
 ``details.paths``); uncommitted changes (staged, unstaged or untracked) in a file the merge would
 change are refused with ``workspace_dirty``. Nothing is written before both checks pass.
 
-Into the checked-out branch, ``git merge`` then runs as the user would run it (their identity,
-the working tree updated); into another branch (``--into``) only that branch's ref moves
-(``update-ref`` with its old value, so a concurrent change is not overwritten).
+Into a branch checked out in one of the repository's work trees (by default the one checked out
+where the run's branch lives, else in the main work tree), ``git merge`` then runs there as the
+user would run it (their identity, that working tree updated); into a branch checked out
+nowhere (``--into``) only its ref moves (``update-ref`` with its old value, so a concurrent
+change is not overwritten).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from baton.errors import NotFoundError, RefusedError, UsageError
@@ -50,7 +52,9 @@ def merge_branch(repo: Repository, branch: str, into: str | None, fallback: Auth
     source = repo.branch_commit(branch)
     if source is None:
         raise NotFoundError("branch_not_found", f"the branch {branch} is not in {repo.work_tree}")
-    current = repo.current_branch()
+    checkouts = repo.checkouts()
+    # A detached work tree (a run's worktree): the branch of the repository's main work tree.
+    current = repo.current_branch() or next(iter(checkouts), None)
     target = into or current
     if target is None:
         raise UsageError("invalid_argument", f"{repo.work_tree} has no branch checked out; name one with --into")
@@ -65,8 +69,10 @@ def merge_branch(repo: Repository, branch: str, into: str | None, fallback: Auth
         if fast_forward
         else _merged_tree(repo, before, source)
     )
-    checked_out = target == current
-    if checked_out:
+    where = checkouts.get(target)
+    checked_out = where is not None
+    if where is not None:  # the merge updates the work tree that has the branch checked out
+        repo = replace(repo, work_tree=where)
         _refuse_dirty(repo, _changed(repo, before, tree))
     identity = {} if _has_identity(repo) else fallback.environment()
     if checked_out:
@@ -136,5 +142,5 @@ def _has_identity(repo: Repository) -> bool:
 
 
 def _abort(repo: Repository) -> None:
-    if (repo.git_dir / "MERGE_HEAD").exists():
+    if repo.user_git("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
         repo.user_git("merge", "--abort", check=False)

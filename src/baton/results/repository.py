@@ -108,6 +108,19 @@ class Repository:
         out = self.user_git("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return out.stdout.decode().strip() if out.returncode == 0 else None
 
+    def checkouts(self) -> dict[str, Path]:
+        """Every branch checked out in a work tree of this repository → that work tree (the
+        main one first, as ``git worktree list`` gives them)."""
+        out = self.git("worktree", "list", "--porcelain", "-z")
+        found: dict[str, Path] = {}
+        path: Path | None = None
+        for field in out.decode("utf-8", "surrogateescape").split("\0"):
+            if field.startswith("worktree "):
+                path = Path(field.removeprefix("worktree "))
+            elif field.startswith("branch refs/heads/") and path is not None:
+                found.setdefault(field.removeprefix("branch refs/heads/"), path)
+        return found
+
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether commit ``older`` is ``newer`` or one of its ancestors."""
         try:
