@@ -42,7 +42,13 @@ def _changed(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str
 def test_the_branch_holds_the_snapshot_and_nothing_else_of_the_repository_moves(tmp_path: Path) -> None:
     repo = init_repo(
         tmp_path / "repo",
-        {"README.md": "# r\n", "src/old.txt": "old\n", "run.sh": "echo\n", "keep.txt": "keep\n", ".gitignore": "*.log\n"},
+        {
+            "README.md": "# r\n",
+            "src/old.txt": "old\n",
+            "run.sh": "echo\n",
+            "keep.txt": "keep\n",
+            ".gitignore": "*.log\n",
+        },
     )
     base = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "checkout", "-q", "-b", "feature")  # the user's own branch and ref stay as they are
@@ -50,8 +56,8 @@ def test_the_branch_holds_the_snapshot_and_nothing_else_of_the_repository_moves(
     (repo / "src" / "old.txt").unlink()
     (repo / "src" / "new.txt").write_text("new\n")
     (repo / "README.md").write_text("# r\nmore\n")
-    os.chmod(repo / "run.sh", 0o755)
-    os.symlink("keep.txt", repo / "link")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "link").symlink_to("keep.txt")
     (repo / ".env").write_text("TOKEN=secret\n")  # left out of the snapshot: listed, never committed
     (repo / "debug.log").write_text("ignored\n")
     (repo / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")

@@ -142,7 +142,9 @@ def test_the_branch_holds_exactly_the_runs_change_and_nothing_else_moved(deliver
     assert git(user, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
 
 
-def test_pushed_and_the_hook_url_is_the_runs_pull_request(delivered: Delivered, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pushed_and_the_hook_url_is_the_runs_pull_request(
+    delivered: Delivered, monkeypatch: pytest.MonkeyPatch
+) -> None:
     commit = git(delivered.user, "rev-parse", delivered.branch).strip()
     assert git(delivered.origin, "rev-parse", delivered.branch).strip() == commit
     calls = delivered.hook_calls.read_text().splitlines()
@@ -201,7 +203,9 @@ def test_an_existing_branch_is_refused_and_another_name_is_made_after_the_run(
     assert "nowhere" in json.loads(failed.stderr)["error"]["message"]
 
 
-def test_merge_dirty_conflict_fast_forward_and_merge_commit(delivered: Delivered, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_merge_dirty_conflict_fast_forward_and_merge_commit(
+    delivered: Delivered, monkeypatch: pytest.MonkeyPatch
+) -> None:
     user, run_id = delivered.user, delivered.run_id
     commit = git(user, "rev-parse", "baton/second").strip()  # the run's latest branch
 
@@ -229,8 +233,8 @@ def test_merge_dirty_conflict_fast_forward_and_merge_commit(delivered: Delivered
     git(user, "checkout", "-q", "main")
     forward = merge()
     assert forward.returncode == 0, forward.describe()
-    assert json.loads(forward.stdout) | {"before": None} == {"branch": "baton/second", "into": "main",
-                                                            "kind": "fast-forward", "before": None, "commit": commit}  # fmt: skip
+    expected = {"branch": "baton/second", "into": "main", "kind": "fast-forward", "commit": commit}
+    assert json.loads(forward.stdout) == {**expected, "before": delivered.base}
     assert git(user, "rev-parse", "HEAD").strip() == commit and (user / "hello.txt").read_text() == "hello from baton\n"
     assert git(user, "status", "--porcelain") == ""
 
