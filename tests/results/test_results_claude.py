@@ -165,6 +165,8 @@ def test_pushed_and_the_hook_url_is_the_runs_pull_request(
     assert methods[at : at + 4] == ["_baton/branch_created", "_baton/branch_pushed", "_baton/pull_request",
                                     "_baton/status"]  # fmt: skip
     assert entries[at + 2]["payload"]["params"]["url"] == URL
+    pretty = delivered.cli.here(monkeypatch, "logs", delivered.run_id, "--pretty")
+    assert f"⎇ branch {delivered.branch} {commit[:12]} · 1 files, +1 -0" in pretty.stdout
 
 
 def test_a_run_that_changed_nothing_makes_no_branch(delivered: Delivered, monkeypatch: pytest.MonkeyPatch) -> None:
