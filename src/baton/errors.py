@@ -13,9 +13,10 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
-    │                         sandbox_unavailable, invalid_transition
+    │                         sandbox_unavailable, invalid_transition, branch_exists,
+    │                         merge_conflict, push_failed
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
-    │                         session_not_found
+    │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
     │                         budget_exhausted
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
@@ -104,13 +105,23 @@ class RefusedError(BatonError):
             "net_not_allowed",
             "sandbox_unavailable",
             "invalid_transition",
+            "branch_exists",
+            "merge_conflict",
+            "push_failed",
         }
     )
 
 
 class NotFoundError(BatonError):
     family_codes = frozenset(
-        {"run_not_found", "task_not_found", "gate_not_found", "snapshot_not_found", "session_not_found"}
+        {
+            "run_not_found",
+            "task_not_found",
+            "gate_not_found",
+            "snapshot_not_found",
+            "session_not_found",
+            "branch_not_found",
+        }
     )
 
 

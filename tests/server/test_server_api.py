@@ -107,8 +107,10 @@ def test_get_run_returns_the_run_object(server: RunningServer, client: httpx.Cli
     assert response.json() == record.to_dict()
     assert set(response.json()) == {
         "id", "task_id", "agent", "model", "permission_mode", "run_mode", "status", "status_reason",
-        "created_at", "finished_at", "total_cost_usd", "repo",
+        "created_at", "finished_at", "total_cost_usd", "repo", "workspace",
     }  # fmt: skip
+    assert response.json()["workspace"] == {"kind": "in-place", "path": record.repo, "base_commit": None,
+                                            "branch": None, "head_commit": None, "pull_request_url": None}  # fmt: skip
     missing = client.get("/v1/runs/run_nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
 

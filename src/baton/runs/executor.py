@@ -30,6 +30,7 @@ from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
+from baton.results import Results
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
@@ -102,8 +103,10 @@ class RunExecution:
         gate_grace_seconds: float = 30.0,
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
+        results: Results | None = None,
     ) -> None:
         self.run_id = run_id
+        self._results = results  # the branch the run leaves at its end (baton.results)
         self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
@@ -219,6 +222,11 @@ class RunExecution:
         if outcome.status == "paused":
             await self._park(outcome)
             return
+        if self._results is not None:  # the run's branch, logged before its final status
+            try:
+                await self._results.at_end(self.run_id, self._note, result=outcome.result)
+            except Exception as exc:  # the run ends whatever happened to its branch
+                self._note("error", {"code": "branch_failed", "message": f"{type(exc).__name__}: {exc}"[:4000]})
         params: StatusParams = {
             "status": outcome.status,
             "reason": outcome.code or outcome.stop_reason or "ended",

@@ -20,6 +20,7 @@ from baton.config import Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
@@ -209,6 +210,7 @@ class Preparer:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,

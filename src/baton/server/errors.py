@@ -56,6 +56,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "gate_not_found": 404,
     "snapshot_not_found": 404,
     "session_not_found": 404,
+    "branch_not_found": 404,
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
     "run_not_running": 409,
@@ -69,6 +70,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "base_commit_missing": 409,
     "workspace_busy": 409,
     "workspace_dirty": 409,
+    "branch_exists": 409,
+    "merge_conflict": 409,
+    "push_failed": 409,
     "gate_not_pending": 409,
     "gate_kind_mismatch": 409,
     "gate_not_resumable": 409,
