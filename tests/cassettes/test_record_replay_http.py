@@ -3,7 +3,9 @@ endpoint) and replaying with the scripted server alone, over real HTTP on loopba
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,13 @@ def _messages(prompt: str, *, results: list[dict[str, Any]] | None = None, tools
     return body
 
 
+@contextlib.asynccontextmanager
+async def _replaying(player: CassettePlayer) -> AsyncIterator[httpx.AsyncClient]:
+    with ScriptedModelServer.replaying(player) as server:
+        async with httpx.AsyncClient(base_url=server.base_url) as client:
+            yield client
+
+
 async def _post(client: httpx.AsyncClient, body: dict[str, Any], key: str) -> httpx.Response:
     return await client.post("/v1/messages?beta=true", json=body, headers={"x-api-key": key})
 
@@ -52,7 +61,7 @@ async def _record(path: Path, redactor: Redactor) -> list[bytes]:
         )
         async with (
             ModelProxy(ModelUpstream(server.base_url, CANARY), tcp=("127.0.0.1", 0), observer=recorder) as proxy,
-            httpx.AsyncClient(base_url="http://%s:%d" % proxy.tcp_address) as client,
+            httpx.AsyncClient(base_url="http://{}:{}".format(*proxy.tcp_address)) as client,
         ):
             first = await _post(client, _messages(f"Create hello.txt {PROMPT_CANARY}"), proxy.placeholder)
             bodies.append(first.content)
@@ -62,7 +71,13 @@ async def _record(path: Path, redactor: Redactor) -> list[bytes]:
                 if line.startswith("data:") and '"tool_use"' in line
             )
             result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}]}
-            bodies.append((await _post(client, _messages(f"Create hello.txt {PROMPT_CANARY}", results=[result]), proxy.placeholder)).content)
+            bodies.append(
+                (
+                    await _post(
+                        client, _messages(f"Create hello.txt {PROMPT_CANARY}", results=[result]), proxy.placeholder
+                    )
+                ).content
+            )
             bodies.append((await _post(client, _messages("Title please", tools=False), proxy.placeholder)).content)
         recorder.close()  # after the proxy closed: it observes an answer the agent got whole even then
     return bodies
@@ -84,16 +99,18 @@ async def test_a_recorded_conversation_replays_the_same_bytes_with_paths_rewritt
 
     player = CassettePlayer(cassette)
     player.bind(workspace="/elsewhere/repo", agent_home=None)
-    with ScriptedModelServer.replaying(player) as server, httpx.Client(base_url=server.base_url) as client:
+    async with _replaying(player) as client:
         replay_prompt = "Create hello.txt [REDACTED]"  # what the cassette holds of the prompt
         # The side request first (Claude Code sends them concurrently): content decides, not order.
-        side = client.post("/v1/messages?beta=true", json=_messages("Title please", tools=False))
+        side = await client.post("/v1/messages?beta=true", json=_messages("Title please", tools=False))
         body = _messages(replay_prompt)
         body["messages"][1]["content"] = "Primary working directory: /elsewhere/repo\n - Platform: linux"
-        body["messages"][0]["content"][0]["text"] = "<system-reminder>\nToday is 2027-01-01T00:00:00Z\n</system-reminder>"
-        first = client.post("/v1/messages?beta=true", json=body)
+        body["messages"][0]["content"][0]["text"] = (
+            "<system-reminder>\nToday is 2027-01-01T00:00:00Z\n</system-reminder>"
+        )
+        first = await client.post("/v1/messages?beta=true", json=body)
         result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_other", "content": "ok"}]}
-        second = client.post("/v1/messages?beta=true", json=_messages(replay_prompt, results=[result]))
+        second = await client.post("/v1/messages?beta=true", json=_messages(replay_prompt, results=[result]))
     assert side.content == recorded[2]
     assert first.content == recorded[0].replace(WORKSPACE.encode(), b"/elsewhere/repo")
     assert b"/elsewhere/repo/hello.txt" in first.content
@@ -105,8 +122,8 @@ async def test_a_changed_prompt_is_replay_mismatch_with_a_diff(tmp_path: Path) -
     cassette_path = tmp_path / "run.cassette.jsonl"
     await _record(cassette_path, Redactor([CANARY]))
     player = CassettePlayer.load(cassette_path)
-    with ScriptedModelServer.replaying(player) as server, httpx.Client(base_url=server.base_url) as client:
-        answer = client.post("/v1/messages?beta=true", json=_messages("Create goodbye.txt instead"))
+    async with _replaying(player) as client:
+        answer = await client.post("/v1/messages?beta=true", json=_messages("Create goodbye.txt instead"))
     assert answer.status_code == 400
     assert answer.headers["x-baton-error"] == "replay_mismatch"
     message = answer.json()["error"]["message"]
@@ -122,9 +139,9 @@ async def test_each_recorded_exchange_answers_once_and_an_extra_request_is_a_mis
     await _record(cassette_path, Redactor([CANARY]))
     player = CassettePlayer.load(cassette_path)
     body = _messages(f"Create hello.txt {PROMPT_CANARY}")
-    with ScriptedModelServer.replaying(player) as server, httpx.Client(base_url=server.base_url) as client:
-        assert client.post("/v1/messages?beta=true", json=body).status_code == 200
-        again = client.post("/v1/messages?beta=true", json=body)
+    async with _replaying(player) as client:
+        assert (await client.post("/v1/messages?beta=true", json=body)).status_code == 200
+        again = await client.post("/v1/messages?beta=true", json=body)
     assert again.status_code == 400 and again.headers["x-baton-error"] == "replay_mismatch"
 
 
@@ -132,8 +149,8 @@ async def test_real_timing_paces_the_pieces_and_fast_sends_them_at_once(tmp_path
     cassette_path = tmp_path / "run.cassette.jsonl"
     recorded = await _record(cassette_path, Redactor([CANARY]))
     player = CassettePlayer.load(cassette_path, timing="real")
-    with ScriptedModelServer.replaying(player) as server, httpx.Client(base_url=server.base_url) as client:
-        answer = client.post("/v1/messages?beta=true", json=_messages(f"Create hello.txt {PROMPT_CANARY}"))
+    async with _replaying(player) as client:
+        answer = await client.post("/v1/messages?beta=true", json=_messages(f"Create hello.txt {PROMPT_CANARY}"))
     assert answer.content == recorded[0]
 
 

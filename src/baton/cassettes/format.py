@@ -3,7 +3,8 @@
 The first line is the header, every other line one request/response pair::
 
     {"baton_cassette": 1, "recorded_at": "2026-12-02T04:00:00Z", "agent": "claude",
-     "endpoint": "http://127.0.0.1:8123", "paths": {"workspace": "/work/repo", "agent_home": "/home/.baton/runs/r1/agent-home"}}
+     "endpoint": "http://127.0.0.1:8123",
+     "paths": {"workspace": "/work/repo", "agent_home": "/root/.baton/runs/r1/agent-home"}}
     {"seq": 0, "at": 0.0, "method": "POST", "path": "/v1/messages?beta=true",
      "headers": {"anthropic-version": "2023-06-01", "x-api-key": "[redacted]", ...},
      "body": {...the request's JSON...}, "status": 200,
@@ -152,7 +153,8 @@ def load_cassette(path: Path | str) -> Cassette:
         raise UsageError(
             "cassette_invalid", f"{path} is cassette version {version}; this baton reads version {CASSETTE_VERSION}"
         )
-    paths = header.get("paths") if isinstance(header.get("paths"), dict) else {}
+    given = header.get("paths")
+    paths: dict[str, Any] = given if isinstance(given, dict) else {}
     records = [(_json_line(path, number, line), number) for number, line in enumerate(lines[1:], start=2)]
     exchanges = [_exchange(path, number, record) for record, number in records]
     exchanges.sort(key=lambda exchange: (exchange.at, exchange.seq))

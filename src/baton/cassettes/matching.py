@@ -139,7 +139,9 @@ def _value(value: Any, known: list[tuple[str, str]]) -> Any:
 
 
 def _empty_text(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("type") in ("text", "input_text") and not str(item.get("text", "")).strip()
+    return (
+        isinstance(item, dict) and item.get("type") in ("text", "input_text") and not str(item.get("text", "")).strip()
+    )
 
 
 def _text(text: str, known: list[tuple[str, str]]) -> str:
@@ -210,7 +212,8 @@ class Matcher:
                 (
                     e
                     for i, e in enumerate(self.cassette.exchanges)
-                    if i not in self._answered and (e.method, e.path) == (method, form["path"])
+                    if i not in self._answered
+                    and (e.method, e.path) == (method, form["path"])
                     and offers_tools(e.body) == offers_tools(body)
                 ),
                 None,

@@ -98,7 +98,9 @@ class CassetteRecorder:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
             recorded_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._start))
-            header = header_record(recorded_at=recorded_at, agent=self._agent, endpoint=self._endpoint, paths=self.paths)
+            header = header_record(
+                recorded_at=recorded_at, agent=self._agent, endpoint=self._endpoint, paths=self.paths
+            )
             self._file.write(encode_json(header) + "\n")
             self._file.flush()
         return self._file

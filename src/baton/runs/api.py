@@ -40,7 +40,7 @@ from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
 from baton.runs.handoff import ExportResult, ImportResult, restore_latest_snapshot
 from baton.runs.inbox import post_command
-from baton.runs.model_source import ModelEndpoint, ScriptedModels
+from baton.runs.model_source import ModelEndpoint, RunModel, ScriptedModels, start_run_model
 from baton.runs.parking import pending_gates, wait_for_decisions, wake_local
 from baton.runs.queries import Runs
 from baton.runs.resume import (
@@ -218,8 +218,17 @@ class Baton:
         with recording the run, so of two processes starting at once exactly one records its run.
         """
         entry, gatekeeper = await self._admit(spec)
-        model = self._model(entry, spec.scenario)
-        launcher = self._launcher(spec, entry, gatekeeper, model)
+        model = await self._run_model(entry, spec)
+        try:
+            return await self._start_recorded(spec, entry, gatekeeper, model, ask_human)
+        except BaseException:
+            await model.aclose()
+            raise
+
+    async def _start_recorded(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, model: RunModel, ask_human: AskHuman | None
+    ) -> RunHandle:
+        launcher = self._launcher(spec, entry, gatekeeper, model.endpoint)
         repo = str(Path(spec.repo).resolve())
         record = await self.store.create_run(
             agent=spec.agent,
@@ -238,12 +247,13 @@ class Baton:
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
+        model.bind(workspace=Path(repo), agent_home=self.settings.run_dir(record.id) / "agent-home")
         agent, gatekeeper, subprocess_entry = launcher(record.id)
-        return await self._execute(
-            self._execution(
-                record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
-            )
+        execution = self._execution(
+            record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
         )
+        execution.run_model = model
+        return await self._execute(execution)
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -256,6 +266,19 @@ class Baton:
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         check_run_sandbox(self.settings, spec)
         return entry, Gatekeeper(policy, repo.resolve())
+
+    async def _run_model(self, entry: AgentEntry, spec: RunSpec) -> RunModel:
+        """The model of a run starting here: as ``_model``, or recording or replaying a cassette."""
+        return await start_run_model(
+            self._scripted,
+            entry,
+            self.settings,
+            scenario=spec.scenario,
+            record=spec.record,
+            replay=spec.replay,
+            replay_timing=spec.replay_timing,
+            redactor=self.redactor,
+        )
 
     def _model(self, entry: AgentEntry, scenario: str | None) -> ModelEndpoint:
         """Where the run's agent gets its model: the scenario's scripted server (started here), or
@@ -332,16 +355,26 @@ class Baton:
         if scenario is not None:
             spec = replace(spec, scenario=scenario)
         entry, gatekeeper = await self._admit(spec, except_run=record.id)
-        model = self._model(entry, spec.scenario)
-        launcher = self._launcher(spec, entry, gatekeeper, model)
-        if not await self.store.claim_run(
-            record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
-        ):
-            raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-        agent, gatekeeper, subprocess_entry = launcher(record.id)
-        return self._execution(
+        model = await self._run_model(entry, replace(spec, record=None))  # a restart never overwrites a cassette
+        try:
+            launcher = self._launcher(spec, entry, gatekeeper, model.endpoint)
+            if not await self.store.claim_run(
+                record.id,
+                expected_executor=record.executor_id,
+                executor_id=this_executor_id(),
+                exclusive=holds_workspace,
+            ):
+                raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+            model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(record.id) / "agent-home")
+            agent, gatekeeper, subprocess_entry = launcher(record.id)
+        except BaseException:
+            await model.aclose()
+            raise
+        execution = self._execution(
             record.id, spec, gatekeeper, agent, subprocess_entry, ask_human=ask_human, model_source=model.source
         )
+        execution.run_model = model
+        return execution
 
     def _claude_sandbox(self, spec: RunSpec, run_id: str, binary: Path) -> SandboxPlan:
         """The run's sandbox for Claude Code: its launch files and its binary read-only too."""

@@ -23,9 +23,9 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from baton.cassettes import Mismatch
 from baton.errors import UsageError
 from baton.testing import _anthropic, _gemini, _responses
-from baton.cassettes import Mismatch
 from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._scenario import Failure, Scenario, TextBlock, load_scenario
 from baton.testing._selection import (
