@@ -41,6 +41,23 @@ def _messages(prompt: str, *, results: list[dict[str, Any]] | None = None, tools
     return body
 
 
+def _blocks(stream: bytes) -> list[str]:
+    """What a streamed Messages answer says, block by block (deltas joined), and how it stops."""
+    blocks: list[str] = []
+    for line in stream.decode().splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:])
+        if event["type"] == "content_block_start":
+            blocks.append(json.dumps(event["content_block"], sort_keys=True))
+        elif event["type"] == "content_block_delta":
+            delta = event["delta"]
+            blocks[event["index"]] += delta.get("text", "") + delta.get("partial_json", "")
+        elif event["type"] == "message_delta":
+            blocks.append(json.dumps(event["delta"], sort_keys=True))
+    return blocks
+
+
 @contextlib.asynccontextmanager
 async def _replaying(player: CassettePlayer) -> AsyncIterator[httpx.AsyncClient]:
     with ScriptedModelServer.replaying(player) as server:
@@ -111,10 +128,10 @@ async def test_a_recorded_conversation_replays_the_same_bytes_with_paths_rewritt
         first = await client.post("/v1/messages?beta=true", json=body)
         result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_other", "content": "ok"}]}
         second = await client.post("/v1/messages?beta=true", json=_messages(replay_prompt, results=[result]))
-    assert side.content == recorded[2]
-    assert first.content == recorded[0].replace(WORKSPACE.encode(), b"/elsewhere/repo")
-    assert b"/elsewhere/repo/hello.txt" in first.content
-    assert second.content == recorded[1]
+    assert _blocks(side.content) == _blocks(recorded[2])
+    assert _blocks(first.content) == _blocks(recorded[0].replace(WORKSPACE.encode(), b"/elsewhere/repo"))
+    assert '"/elsewhere/repo/hello.txt"' in _blocks(first.content)[1]
+    assert _blocks(second.content) == _blocks(recorded[1])
     assert player.mismatches == [] and len(player.answered) == 3
 
 
@@ -151,7 +168,7 @@ async def test_real_timing_paces_the_pieces_and_fast_sends_them_at_once(tmp_path
     player = CassettePlayer.load(cassette_path, timing="real")
     async with _replaying(player) as client:
         answer = await client.post("/v1/messages?beta=true", json=_messages(f"Create hello.txt {PROMPT_CANARY}"))
-    assert answer.content == recorded[0]
+    assert _blocks(answer.content) == _blocks(recorded[0])
 
 
 @pytest.mark.parametrize(

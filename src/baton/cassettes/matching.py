@@ -221,9 +221,13 @@ class Matcher:
             diff = "" if expected is None else _diff(self._forms[expected.position], form)
             return Mismatch(method, path, expected, diff, side=not offers_tools(body))
 
+    def path_pairs(self) -> list[tuple[str, str]]:
+        """(recorded path, replaying path) for the workspace and agent home, longest first."""
+        return self.cassette.paths.pairs(self.paths)
+
     def rewrite(self, data: bytes) -> bytes:
         """A recorded response with the recorded run's paths replaced by the replaying run's."""
-        for recorded, replaying in self.cassette.paths.pairs(self.paths):
+        for recorded, replaying in self.path_pairs():
             data = data.replace(recorded.encode(), replaying.encode())
         return data
 

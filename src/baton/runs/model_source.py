@@ -262,7 +262,7 @@ async def start_run_model(
         url, key = _real_endpoint(entry, settings, endpoint.parent)
     if key:
         redactor.add(key)
-    recorder = CassetteRecorder(record, redactor=redactor, agent=entry.name, endpoint=_without_secrets(url)).open()
+    recorder = CassetteRecorder(record, redactor=redactor, agent=entry.name, endpoint=_without_secrets(url))
     proxy = await ModelProxy(ModelUpstream(url, key), tcp=("127.0.0.1", 0), observer=recorder).start()
     redactor.add(proxy.placeholder)
     host, port = proxy.tcp_address

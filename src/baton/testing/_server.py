@@ -24,6 +24,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from baton.cassettes import Mismatch
+from baton.cassettes.rewrite import replay_events
 from baton.errors import UsageError
 from baton.testing import _anthropic, _gemini, _responses
 from baton.testing._replay import CassettePlayer, ReplayTiming
@@ -283,19 +284,19 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         self._record(body)
         content_type = found.response_headers.get("content-type", "application/json")
-        if player.timing == "fast" or len(found.chunks) <= 1:
-            data = player.matcher.rewrite(found.response_body)
-            if "text/event-stream" in content_type:
-                self._stream(iter([data] if data else []), status=found.status, content_type=content_type)
-            else:
-                self._send_bytes(found.status, data, content_type)
+        if "text/event-stream" not in content_type:
+            self._send_bytes(found.status, player.matcher.rewrite(found.response_body), content_type)
+            return True
+        events = replay_events(found.chunks, player.matcher.path_pairs())
+        if player.timing == "fast":
+            self._stream(iter([b"".join(event for _, event in events)]), status=found.status, content_type=content_type)
             return True
         started = time.monotonic()
 
         def paced() -> Iterator[bytes]:
-            for at, data in found.chunks:
+            for at, event in events:
                 time.sleep(max(0.0, started + at - time.monotonic()))
-                yield player.matcher.rewrite(data)
+                yield event
 
         self._stream(paced(), status=found.status, content_type=content_type)
         return True
