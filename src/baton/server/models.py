@@ -68,6 +68,13 @@ class CreateRunRequest(_Request):
     deny: list[str] = Field(default_factory=list, description="Deny rules, e.g. 'Write(secrets/**)'.")
     run_mode: RunMode = "background"
     budget: Budget | None = None
+    record: str | None = Field(
+        default=None, description="Record the model traffic to this cassette in BATON_HOME/cassettes."
+    )
+    replay: str | None = Field(
+        default=None, description="Answer from this cassette in BATON_HOME/cassettes (no model)."
+    )
+    replay_timing: Literal["real", "fast"] = "fast"
 
 
 class CreateTaskRequest(_Request):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
@@ -86,7 +87,12 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         task_id=body.task_id,
         run_mode=body.run_mode,
         owner=principal.sub,
+        record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
+        replay=cassette_path(body.replay, state.baton.settings.home) if body.replay else None,
+        replay_timing=body.replay_timing,
     )
+    if spec.record is not None and spec.replay is not None:
+        raise UsageError("invalid_argument", "record and replay are exclusive")
     handle = await state.baton.start(spec)
     state.handles[handle.run_id] = handle
     return run_object(await state.runs.get_run(handle.run_id))
