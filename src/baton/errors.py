@@ -13,7 +13,7 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
-    │                         sandbox_unavailable
+    │                         sandbox_unavailable, invalid_transition
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -100,6 +100,7 @@ class RefusedError(BatonError):
             "sse_limit",
             "net_not_allowed",
             "sandbox_unavailable",
+            "invalid_transition",
         }
     )
 

@@ -64,6 +64,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "run_ended": 409,
     "run_not_resumable": 409,
     "run_exists": 409,
+    "invalid_transition": 409,
     "base_commit_missing": 409,
     "workspace_busy": 409,
     "workspace_dirty": 409,

@@ -19,7 +19,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
-from baton.store import _rundata
+from baton.store import _gates, _rundata
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
 from baton.store._workspaces import Holds, busy_error, holding_runs, lock_workspace
 from baton.store._writer import run_position
@@ -28,6 +28,7 @@ from baton.store.migrate import upgrade
 from baton.store.records import (
     RUN_MODES,
     RUN_STATUSES,
+    GateRecord,
     RunRecord,
     TaskRecord,
     Transition,
@@ -145,6 +146,46 @@ class Store:
     async def get_task(self, task_id: str) -> TaskRecord:
         """The task, or ``NotFoundError("task_not_found")``."""
         return await asyncio.to_thread(_rundata.get_task, self.engine, task_id)
+
+    # Gates (the rules of deciding are baton.gates.ledger's; these read and write rows).
+
+    async def open_gate(self, run_id: str, values: dict[str, Any]) -> tuple[GateRecord, list[GateRecord]]:
+        """Insert a pending gate; the run's pending gates of its kind bound to another input are
+        superseded in the same transaction (returned second)."""
+        return await asyncio.to_thread(_gates.open_gate, self.engine, run_id, values)
+
+    async def get_gate(self, gate_id: str) -> GateRecord:
+        """The gate, or ``gate_not_found``."""
+        return await asyncio.to_thread(_gates.get_gate, self.engine, gate_id)
+
+    async def list_gates(
+        self, *, run_id: str | None = None, status: str | None = None, owner: str | None = None
+    ) -> list[GateRecord]:
+        """Gates oldest first, by run (``run_not_found``), status and the owner of their run."""
+        return await asyncio.to_thread(_gates.list_gates, self.engine, run_id, status, owner)
+
+    async def run_agent(self, run_id: str) -> str:
+        """The agent a run was recorded with (``run_not_found``)."""
+        return await asyncio.to_thread(_gates.run_agent, self.engine, run_id)
+
+    async def decide_gate(
+        self, gate: GateRecord, status: str, decision: dict[str, Any], decided_by: str
+    ) -> GateRecord | None:
+        """The decision and the inbox command that wakes the run, in one transaction; None when
+        the gate is no longer pending (an overdue gate is expired first)."""
+        return await asyncio.to_thread(_gates.decide, self.engine, gate, status, decision, decided_by)
+
+    async def expire_due_gates(self, run_id: str | None, now: str) -> list[GateRecord]:
+        """Expire every pending gate past its deadline (and wake its run); the gates expired."""
+        return await asyncio.to_thread(_gates.expire_due, self.engine, run_id, now)
+
+    async def deny_pending_gates(self, run_id: str, decision: dict[str, Any], decided_by: str) -> list[GateRecord]:
+        """Deny every pending gate of the run (and wake it), in one transaction; the gates denied."""
+        return await asyncio.to_thread(_gates.deny_all, self.engine, run_id, decision, decided_by)
+
+    async def mark_gate_used(self, gate_id: str, call_id: str) -> None:
+        """Record on an approved gate the call that ran on it (``gate_not_pending`` if another did)."""
+        await asyncio.to_thread(_gates.mark_used, self.engine, gate_id, call_id)
 
     # Runs.
 
