@@ -172,6 +172,8 @@ class RunExecution:
             }
             if self._resumed_from is not None:
                 run_started["resumed_from"] = self._resumed_from
+            if spec.forked_from is not None:
+                run_started["forked_from"] = dict(spec.forked_from)
             if spec.agent_command:
                 run_started["agent_command"] = list(spec.agent_command)
                 run_started["trust_agent_permissions"] = spec.trust_agent_permissions

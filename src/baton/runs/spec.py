@@ -49,6 +49,7 @@ class RunSpec:
     record: Path | None = None
     replay: Path | None = None
     replay_timing: Literal["real", "fast"] = "fast"
+    forked_from: Mapping[str, Any] | None = None  # baton fork: {run_id, seq, turn, snapshot_id} (baton.runs.forking)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def run_request(spec: RunSpec, model_source: Mapping[str, Any]) -> dict[str, Any
         "sandbox": spec.sandbox,
         "mount_ro": list(spec.mount_ro),
         "mount_rw": list(spec.mount_rw),
+        **({"forked_from": dict(spec.forked_from)} if spec.forked_from is not None else {}),
     }
 
 
