@@ -77,6 +77,16 @@ class CreateRunRequest(_Request):
     replay_timing: Literal["real", "fast"] = "fast"
 
 
+class ForkRunRequest(_Request):
+    prompt: str | None = Field(
+        default=None, min_length=1, description="What to tell the agent after the kept conversation."
+    )
+    turn: int | None = Field(default=None, ge=1, description="Keep the conversation through this turn.")
+    seq: int | None = Field(default=None, ge=1, description="Keep the log through this entry.")
+    repo: str | None = Field(default=None, description="The fork's working tree (default: the original's).")
+    record: str | None = Field(default=None, description="Record the fork's model traffic (in BATON_HOME/cassettes).")
+
+
 class CreateTaskRequest(_Request):
     prompt: str = Field(min_length=1, description="What to do.")
     repo: str | None = Field(default=None, description="The repository runs of this task use by default.")
