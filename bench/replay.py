@@ -30,7 +30,9 @@ CALLS = 20
 SCENARIO = Scenario.from_yaml(
     "steps:\n"
     + "".join(
-        f"  - text: Step {n}.\n    tools: [{{name: Bash, input: {{command: echo {n}, description: echo}}}}]\n    delay: 0.5\n"
+        f"  - text: Step {n}.\n"
+        f"    tools: [{{name: Bash, input: {{command: echo {n}, description: echo}}}}]\n"
+        "    delay: 0.5\n"
         for n in range(CALLS)
     )
     + "final_text: Done.\n",
