@@ -25,7 +25,9 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         archive_corrupt, archive_version_unsupported
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
     │                         token_audience, token_algorithm, token_kid, scope_missing
-    └── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
+    ├── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
+    └── StorageError          storage_unavailable, storage_busy, storage_conflict, storage_error,
+                              log_write_failed (baton.store.storage_errors maps the database's)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "GateError",
     "NotFoundError",
     "RefusedError",
+    "StorageError",
     "UpstreamError",
     "UsageError",
     "WorkspaceError",
@@ -172,6 +175,14 @@ class UpstreamError(BatonError):
     family_codes = frozenset({"upstream_unreachable", "upstream_tls", "upstream_failed"})
 
 
+class StorageError(BatonError):
+    """The database failed; the store translates every database error into this at its boundary."""
+
+    family_codes = frozenset(
+        {"storage_unavailable", "storage_busy", "storage_conflict", "storage_error", "log_write_failed"}
+    )
+
+
 _FAMILIES: tuple[type[BatonError], ...] = (
     UsageError,
     RefusedError,
@@ -181,6 +192,7 @@ _FAMILIES: tuple[type[BatonError], ...] = (
     WorkspaceError,
     AuthError,
     UpstreamError,
+    StorageError,
 )
 
 CODES: frozenset[str] = frozenset().union(*(family.family_codes for family in _FAMILIES))
