@@ -1,7 +1,7 @@
 """The real Claude Code and Codex (an ACP subprocess agent) recorded through the model proxy
-(the scripted model server standing in for the real endpoint), then replayed from the cassette with no endpoint at all: the same
-runner events (ids, times, paths aside) and the same final tree; a changed prompt fails the
-replay with ``replay_mismatch`` and a diff."""
+(the scripted model server standing in for the real endpoint), then replayed from the
+cassette with no endpoint at all: the same runner events (ids, times, paths aside) and the
+same final tree; a changed prompt fails the replay with ``replay_mismatch`` and a diff."""
 
 from __future__ import annotations
 
