@@ -6,6 +6,7 @@ from __future__ import annotations
 from baton.cli import acp as _acp  # noqa: F401  (registers a command)
 from baton.cli import agent_server as _agent_server  # noqa: F401
 from baton.cli import agents as _agents  # noqa: F401
+from baton.cli import fork as _fork  # noqa: F401
 from baton.cli import gates as _gates  # noqa: F401
 from baton.cli import handoff as _handoff  # noqa: F401
 from baton.cli import logs as _logs  # noqa: F401

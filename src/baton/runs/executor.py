@@ -36,6 +36,7 @@ from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.lifecycle import RunLifecycle
+from baton.runs.model_source import RunModel
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
@@ -134,6 +135,8 @@ class RunExecution:
         # A native resume whose agent cannot start (Claude Code: "No conversation found" for a
         # session a killed resume left half-written) continues on the rebuilt path instead.
         self.rebuilt_fallback: RebuiltFallback | None = None
+        # The run's own model proxy or replaying server (record/replay), closed when the run ends.
+        self.run_model: RunModel | None = None
 
     @property
     def _lifecycle(self) -> RunLifecycle:
@@ -172,6 +175,8 @@ class RunExecution:
             }
             if self._resumed_from is not None:
                 run_started["resumed_from"] = self._resumed_from
+            if spec.forked_from is not None:
+                run_started["forked_from"] = dict(spec.forked_from)
             if spec.agent_command:
                 run_started["agent_command"] = list(spec.agent_command)
                 run_started["trust_agent_permissions"] = spec.trust_agent_permissions
@@ -195,13 +200,27 @@ class RunExecution:
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._close_model(outcome))
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
             code = exc.code if isinstance(exc, AgentError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
         return outcome
+
+    async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
+        """Close the run's own model (the cassette is whole then); a replay that met a request
+        the cassette did not hold fails the run with ``replay_mismatch``, whatever the agent said."""
+        model, self.run_model = self.run_model, None
+        if model is None:
+            return outcome
+        await model.aclose()
+        mismatch = model.mismatch()
+        if mismatch is None or outcome.status == "cancelled":
+            return outcome
+        return replace(outcome, status="failed", code=mismatch.code, message=mismatch.message, gate_id=None)
 
     async def _converse_or_rebuild(self, cwd: str) -> RunOutcome:
         try:

@@ -38,6 +38,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "invalid_argument": 400,
     "config_invalid": 500,
     "request_invalid": 422,
+    "cassette_invalid": 400,
     # 401 / 403: who you are, what you may do.
     "token_missing": 401,
     "token_invalid": 401,
@@ -106,6 +107,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_exited": 502,
     "agent_error": 502,
     "budget_exhausted": 409,
+    "replay_mismatch": 409,
     "upstream_unreachable": 502,
     "upstream_tls": 502,
     "upstream_failed": 502,

@@ -68,6 +68,23 @@ class CreateRunRequest(_Request):
     deny: list[str] = Field(default_factory=list, description="Deny rules, e.g. 'Write(secrets/**)'.")
     run_mode: RunMode = "background"
     budget: Budget | None = None
+    record: str | None = Field(
+        default=None, description="Record the model traffic to this cassette in BATON_HOME/cassettes."
+    )
+    replay: str | None = Field(
+        default=None, description="Answer from this cassette in BATON_HOME/cassettes (no model)."
+    )
+    replay_timing: Literal["real", "fast"] = "fast"
+
+
+class ForkRunRequest(_Request):
+    prompt: str | None = Field(
+        default=None, min_length=1, description="What to tell the agent after the kept conversation."
+    )
+    turn: int | None = Field(default=None, ge=1, description="Keep the conversation through this turn.")
+    seq: int | None = Field(default=None, ge=1, description="Keep the log through this entry.")
+    repo: str | None = Field(default=None, description="The fork's working tree (default: the original's).")
+    record: str | None = Field(default=None, description="Record the fork's model traffic (in BATON_HOME/cassettes).")
 
 
 class CreateTaskRequest(_Request):
