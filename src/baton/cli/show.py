@@ -40,6 +40,10 @@ def show_command(
         if key == "sandbox":
             sys.stdout.write(f"{'sandbox:':<18} {_sandbox_line(value)}\n")
             continue
+        if key == "workspace":
+            for name, detail in value.items():
+                sys.stdout.write(f"{name + ':':<18} {'-' if detail is None else detail}\n")
+            continue
         sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     sys.stdout.write("transitions:\n")
     for step in body["transitions"]:

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.host import AskHuman
 from baton.config import Settings
@@ -269,6 +269,22 @@ class Baton:
     async def cancel_parked(self, run_id: str) -> bool:
         """End a parked run (``paused``, no live executor) as ``cancelled``; False when it is not parked."""
         return await end_parked(self.store, run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        prompt: str | None = None,
+        *,
+        turn: int | None = None,
+        seq: int | None = None,
+        repo: Path | None = None,
+        **spec_changes: Any,
+    ) -> RunHandle:
+        """A new run continuing ``run_id``'s conversation from turn ``turn`` (or log ``seq``) on the
+        snapshot taken there (baton.runs.forking); the original is only read."""
+        from baton.runs.forking import fork_run
+
+        return await fork_run(self, run_id, turn=turn, seq=seq, prompt=prompt, repo=repo, spec_changes=spec_changes)
 
     async def send(self, run_id: str, text: str) -> int:
         """A message for an interactive run (its next prompt); the inbox id."""

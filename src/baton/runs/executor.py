@@ -31,11 +31,13 @@ from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
 from baton.observability.baton_logs import CURRENT_RUN
+from baton.results import Results
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.lifecycle import RunLifecycle
+from baton.runs.model_source import RunModel
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
@@ -107,8 +109,10 @@ class RunExecution:
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
         telemetry: Telemetry | None = None,
+        results: Results | None = None,
     ) -> None:
         self.run_id = run_id
+        self._results = results  # the branch the run leaves at its end (baton.results)
         self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
         self._run_telemetry: RunTelemetry | None = None
         self._model_source = model_source  # logged in ``_baton/run_started``
@@ -138,6 +142,8 @@ class RunExecution:
         # A native resume whose agent cannot start (Claude Code: "No conversation found" for a
         # session a killed resume left half-written) continues on the rebuilt path instead.
         self.rebuilt_fallback: RebuiltFallback | None = None
+        # The run's own model proxy or replaying server (record/replay), closed when the run ends.
+        self.run_model: RunModel | None = None
 
     @property
     def _lifecycle(self) -> RunLifecycle:
@@ -182,6 +188,8 @@ class RunExecution:
             }
             if self._resumed_from is not None:
                 run_started["resumed_from"] = self._resumed_from
+            if spec.forked_from is not None:
+                run_started["forked_from"] = dict(spec.forked_from)
             if spec.agent_command:
                 run_started["agent_command"] = list(spec.agent_command)
                 run_started["trust_agent_permissions"] = spec.trust_agent_permissions
@@ -208,13 +216,27 @@ class RunExecution:
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._close_model(outcome))
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
             code = exc.code if isinstance(exc, AgentError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
         return outcome
+
+    async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
+        """Close the run's own model (the cassette is whole then); a replay that met a request
+        the cassette did not hold fails the run with ``replay_mismatch``, whatever the agent said."""
+        model, self.run_model = self.run_model, None
+        if model is None:
+            return outcome
+        await model.aclose()
+        mismatch = model.mismatch()
+        if mismatch is None or outcome.status == "cancelled":
+            return outcome
+        return replace(outcome, status="failed", code=mismatch.code, message=mismatch.message, gate_id=None)
 
     async def _converse_or_rebuild(self, cwd: str) -> RunOutcome:
         try:
@@ -235,6 +257,11 @@ class RunExecution:
         if outcome.status == "paused":
             await self._park(outcome)
             return
+        if self._results is not None:  # the run's branch, logged before its final status
+            try:
+                await self._results.at_end(self.run_id, self._note, result=outcome.result)
+            except Exception as exc:  # the run ends whatever happened to its branch
+                self._note("error", {"code": "branch_failed", "message": f"{type(exc).__name__}: {exc}"[:4000]})
         params: StatusParams = {
             "status": outcome.status,
             "reason": outcome.code or outcome.stop_reason or "ended",
