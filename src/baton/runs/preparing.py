@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
@@ -35,13 +35,25 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
 
+if TYPE_CHECKING:
+    from baton.observability import Telemetry
+
 __all__ = ["Preparer"]
 
 
 class Preparer:
     """The executions of one :class:`~baton.runs.Baton`'s runs."""
 
-    def __init__(self, settings: Settings, store: Store, log: SessionLog, launcher: Launcher) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        log: SessionLog,
+        launcher: Launcher,
+        *,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.telemetry = telemetry  # the process's (baton.observability), handed to each execution
         self.settings = settings
         self.store = store
         self.log = log
@@ -237,6 +249,7 @@ class Preparer:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            telemetry=self.telemetry,
             results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,

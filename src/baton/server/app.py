@@ -22,7 +22,7 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, gates, health, results, runs, snapshots, tasks
+from baton.server.routes import commands, events, gates, health, metrics, results, runs, snapshots, tasks
 from baton.server.routing import add_routers
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
@@ -75,7 +75,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
         from baton.runs.adoption import Adopter
 
-        async with Baton(settings) as runner:
+        async with Baton(settings, metrics=True) as runner:
             if local_token is not None:
                 runner.redactor.add(local_token)  # a bearer token never reaches a log
             app.state.baton_server = ServerState(
@@ -117,6 +117,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         commands.router,
         gates.router,
         tasks.router,
+        metrics.router,
         results.router,
     )
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, max_header_bytes=config.max_header_bytes)
