@@ -24,7 +24,8 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
     │                         archive_corrupt, archive_version_unsupported
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
-    │                         token_audience, token_algorithm, token_kid, scope_missing
+    │                         token_audience, token_algorithm, token_kid, scope_missing,
+    │                         session_expired, csrf_failed
     └── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
 """
 
@@ -154,6 +155,8 @@ class AuthError(BatonError):
             "token_algorithm",
             "token_kid",
             "scope_missing",
+            "session_expired",
+            "csrf_failed",
         }
     )
 

@@ -24,6 +24,7 @@ from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
 from baton.server.routes import commands, events, gates, health, runs, snapshots, tasks
 from baton.server.routing import add_routers
+from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 
@@ -88,6 +89,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
                 StreamSlots(config.sse_max_per_run, config.sse_max_per_token),
                 RateLimiter(config.commands_per_minute),
                 RateLimiter(config.decisions_per_minute),
+                Sessions(authenticator, config.session_seconds),
             )
             # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md).
             adopting = asyncio.create_task(Adopter(runner).run(draining), name="baton-adopter")
