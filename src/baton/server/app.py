@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 
 import baton
+from baton import web
 from baton.config import Settings
 from baton.errors import UsageError
 from baton.server.auth import Authenticator, JwtAuthenticator, LocalTokenAuthenticator, ensure_local_token
@@ -22,7 +23,7 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, gates, health, runs, snapshots, tasks
+from baton.server.routes import commands, events, gates, health, runs, session, snapshots, tasks
 from baton.server.routing import add_routers
 from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
@@ -111,7 +112,16 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
     install_error_handlers(app)
     # Routes are tried in order: GET /v1/runs/{id}, the hottest read, is the first.
     add_routers(
-        app, runs.router, health.router, snapshots.router, events.router, commands.router, gates.router, tasks.router
+        app,
+        runs.router,
+        health.router,
+        snapshots.router,
+        events.router,
+        commands.router,
+        gates.router,
+        tasks.router,
+        session.router,
+        web.router,  # the web app at / (docs/web.md): a client of the routes above
     )
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, max_header_bytes=config.max_header_bytes)
     return app

@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from baton.errors import BatonError
 
@@ -35,7 +35,7 @@ _QUEUE: Final = 1024
 
 @dataclass(frozen=True)
 class GateChange:
-    gate: dict[str, Any]  # the gate object (GateRecord.to_json)
+    gate: GateRecord
     run_owner: str | None
     run_task_id: str | None
 
@@ -94,7 +94,7 @@ class GateWatch:
                 pending = now
                 for gate in sorted(changed, key=lambda g: g.id):
                     owner, task_id = await self.owner_of(runs, gate.run_id)
-                    self._publish(GateChange(gate.to_json(), owner, task_id))
+                    self._publish(GateChange(gate, owner, task_id))
         except BatonError as exc:  # the store went away: the streams end, the next starts anew
             _log.warning("gate watch stopped: %s", exc)
         finally:

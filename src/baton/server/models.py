@@ -239,6 +239,9 @@ class Gate(BaseModel):
     summary: str
     created_at: str
     expires_at: str | None
+    suggested_rule: str | None = Field(
+        default=None, description='The rule approving with remember: "session" would allow (tool gates; null: refused).'
+    )
     decision: dict[str, Any] | None = Field(default=None, description="The recorded decision, once decided.")
     decided_by: str | None = None
     decided_at: str | None = None

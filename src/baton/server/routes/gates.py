@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import NotFoundError, UsageError
-from baton.gates.ledger import GateKind, GateLedger, GateRecord
+from baton.gates.ledger import GateKind, GateLedger, GateRecord, suggested_rule
 from baton.runs.parking import wake_local
 from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
@@ -81,7 +81,7 @@ async def list_gates(
     page = visible[start : start + limit]
     more = start + limit < len(visible)
     return JSONResponse(
-        {"gates": [gate.to_json() for gate in page], "next_cursor": page[-1].id if more and page else None}
+        {"gates": [gate_json(gate) for gate in page], "next_cursor": page[-1].id if more and page else None}
     )
 
 
@@ -117,9 +117,14 @@ async def _gate_frames(state: ServerState, principal: Principal) -> AsyncGenerat
             count += 1
             if change is None:  # the reader has its start: the caller's pending gates now
                 gates = await _visible_gates(state, principal, None, "pending")
-                yield Frame(count, encode_frame(None, "snapshot", {"gates": [gate.to_json() for gate in gates]}))
-            elif principal.may_see(change.gate["run_id"], change.run_owner, change.run_task_id):
-                yield Frame(count, encode_frame(None, "gate", {"gate": change.gate}))
+                yield Frame(count, encode_frame(None, "snapshot", {"gates": [gate_json(gate) for gate in gates]}))
+            elif principal.may_see(change.gate.run_id, change.run_owner, change.run_task_id):
+                yield Frame(count, encode_frame(None, "gate", {"gate": gate_json(change.gate)}))
+
+
+def gate_json(gate: GateRecord) -> dict[str, Any]:
+    """The gate object, with the rule ``remember: "session"`` would store (a tool gate's; else null)."""
+    return {**gate.to_json(), "suggested_rule": suggested_rule(gate)}
 
 
 async def _visible_gates(
@@ -184,7 +189,7 @@ async def _decide(
         raise UsageError("request_invalid", exc.message, details=exc.details) from None
     wake_local(gate.id)  # a run executing in this server takes it at once, not at its next inbox read
     state.gate_watch.poke()  # open inboxes learn of it at once
-    return JSONResponse(decided.to_json())
+    return JSONResponse(gate_json(decided))
 
 
 async def _visible_gate(request: Request, principal: Principal, ledger: GateLedger, gate_id: str) -> GateRecord:
