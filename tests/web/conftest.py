@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from tests.server._server import RunningServer, running_server
 from baton.config import Settings
 from baton.runs.spec import RunSpec
 from baton.server import ServerConfig
+from baton.testing import ScriptedModelServer
+
+MODEL_KEY = "sk-scripted-model-key-0123456789abcdef"
 
 CHROMIUM = "/usr/bin/chromium"
 # As root Chromium needs --no-sandbox; the closed network refuses its background connections.
@@ -74,8 +78,12 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """A server with the local token (sub ``local``), shared by a module's tests."""
     tmp = tmp_path_factory.mktemp("web")
     settings = Settings.load({"BATON_HOME": str(tmp / "baton-home"), "PATH": os.environ.get("PATH", "")})
-    with running_server(settings, ServerConfig()) as server:
-        yield server
+    # Runs started over HTTP (the New task page) talk to a scripted model playing `plain`; the
+    # tests' own runs name a scenario each (RunSpec.scenario).
+    with ScriptedModelServer("plain") as model:
+        configured = replace(settings, anthropic_base_url=model.base_url, anthropic_api_key=MODEL_KEY)
+        with running_server(configured, ServerConfig()) as server:
+            yield server
 
 
 @pytest.fixture
@@ -89,9 +97,10 @@ def context(browser: Browser, web: RunningServer) -> Iterator[BrowserContext]:
         made.close()
 
 
-def sign_in(page: Page, server: RunningServer, next_path: str = "/") -> Page:
-    page.goto(f"{server.base_url}/login?next={next_path}#token={server.token}")
-    page.wait_for_url(f"{server.base_url}{next_path}")
+def sign_in(page: Page, server: RunningServer, next_path: str = "/", base_url: str | None = None) -> Page:
+    base_url = base_url or server.base_url
+    page.goto(f"{base_url}/login?next={next_path}#token={server.token}")
+    page.wait_for_url(f"{base_url}{next_path}")
     page.wait_for_selector("[data-who]:not(:empty)")
     return page
 

@@ -47,6 +47,8 @@ class RunView {
     this.summary = h("dl", { class: "facts" });
     this.controls = h("section", { class: "controls", "aria-label": "Controls" });
     this.events = h("ol", { class: "events", "aria-label": "Events", "aria-live": "off" });
+    this.events.batonSeqs = []; // the seqs shown, in order (a hook for tests and tools)
+    this.events.batonReconnects = 0;
     this.snapshotBox = h("section", { class: "snapshots", "aria-labelledby": "snapshots-h" });
     this.streamState = h("p", { class: "muted small", "aria-live": "polite" });
     this.main.append(
@@ -145,6 +147,7 @@ class RunView {
       const data = JSON.parse(event.data);
       if (data.seq <= this.lastSeq) return; // shown already (a resumed stream starts after it)
       this.lastSeq = data.seq;
+      this.events.batonSeqs.push(data.seq);
       this.queue.push(data);
       this.schedule();
     };
@@ -161,7 +164,12 @@ class RunView {
       }
       this.streamState.textContent = "Reconnecting…"; // the browser resumes with Last-Event-ID
     };
-    source.onopen = () => { this.streamState.textContent = "Live."; };
+    let opened = false;
+    source.onopen = () => {
+      if (opened) this.events.batonReconnects += 1;
+      opened = true;
+      this.streamState.textContent = "Live.";
+    };
   }
 
   schedule() {
