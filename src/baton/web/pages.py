@@ -55,7 +55,7 @@ _SHELL: Final = """<!doctype html>
 <a href="/inbox" data-nav="inbox">Inbox<span class="count" data-pending-count hidden></span></a>
 <a href="/new" data-nav="new">New task</a>
 </nav>
-<div class="who"><span data-who></span><button type="button" class="link" data-sign-out>Sign out</button></div>
+<div class="account"><span data-who></span><button type="button" class="link" data-sign-out>Sign out</button></div>
 </header>
 <main id="main" tabindex="-1"><p class="muted" data-loading>Loading…</p></main>
 </body>

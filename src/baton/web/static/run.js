@@ -83,7 +83,8 @@ class RunView {
       if (workspace.base_commit) facts.push(["Base", String(workspace.base_commit).slice(0, 10)]);
     }
     clear(this.summary);
-    for (const [name, value] of facts) this.summary.append(h("div", {}, h("dt", {}, name), h("dd", {}, value)));
+    const wide = new Set(["Repository", "Workspace", "Branch"]);
+    for (const [name, value] of facts) this.summary.append(h("div", { class: wide.has(name) ? "wide" : null }, h("dt", {}, name), h("dd", {}, value)));
     if (workspace && workspace.pull_request_url) {
       this.summary.append(h("div", {}, h("dt", {}, "Pull request"), h("dd", {}, h("a", { href: workspace.pull_request_url, rel: "noopener noreferrer" }, workspace.pull_request_url))));
     }
