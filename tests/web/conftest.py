@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,4 +132,6 @@ def shot(page: Page, name: str) -> Path:
 
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
-    return make_git_repo(tmp_path / "repo", {"README.md": "# a repository\n", "calc.js": "exports.add = (a, b) => a - b;\n"})
+    return make_git_repo(
+        tmp_path / "repo", {"README.md": "# a repository\n", "calc.js": "exports.add = (a, b) => a - b;\n"}
+    )

@@ -163,9 +163,7 @@ def test_continue_a_budget(context: BrowserContext, web: RunningServer, git_repo
     assert gate["kind"] == "resource_limit" and gate["decision"]["budget"]["turns"] == 10
 
 
-def test_keyboard_only_open_the_inbox_and_approve(
-    context: BrowserContext, web: RunningServer, git_repo: Path
-) -> None:
+def test_keyboard_only_open_the_inbox_and_approve(context: BrowserContext, web: RunningServer, git_repo: Path) -> None:
     page = context.new_page()
     page.goto(web.base_url + "/")
     run_id = start_run(web, git_repo, "needs-approval")

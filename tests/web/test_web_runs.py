@@ -19,8 +19,8 @@ from baton.events.project import project
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(180)]
 
 HOSTILE = (
-    "echo '<script>window.__xss = 1</script> <img src=x onerror=\"window.__xss = 2\"> "
-    "[click me](javascript:window.__xss=3) **bold** <a href=\"javascript:alert(1)\">a</a>'"
+    'echo \'<script>window.__xss = 1</script> <img src=x onerror="window.__xss = 2"> '
+    '[click me](javascript:window.__xss=3) **bold** <a href="javascript:alert(1)">a</a>\''
 )
 
 

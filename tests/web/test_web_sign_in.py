@@ -71,7 +71,9 @@ def test_changes_need_the_csrf_token_and_the_same_site(web: RunningServer) -> No
         wrong = client.post("/v1/runs", json=body, headers={"X-CSRF-Token": "guess"})
         assert wrong.status_code == 403 and wrong.json()["error"]["code"] == "csrf_failed"
         cross = client.post(
-            "/v1/runs", json=body, headers={"X-CSRF-Token": csrf, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+            "/v1/runs",
+            json=body,
+            headers={"X-CSRF-Token": csrf, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
         )
         assert cross.status_code == 403 and cross.json()["error"]["code"] == "csrf_failed"
         # With the token and from the same site the request reaches the route (which refuses the repo).
@@ -91,7 +93,7 @@ def test_pages_carry_a_content_security_policy(web: RunningServer) -> None:
     login = httpx.get(web.base_url + "/login")
     policy = login.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
-    assert "<script type=\"module\" src=\"/static/login.js\">" in login.text and "<script>" not in login.text
+    assert '<script type="module" src="/static/login.js">' in login.text and "<script>" not in login.text
     assert httpx.get(web.base_url + "/static/app.js").headers["content-type"].startswith("text/javascript")
     assert httpx.get(web.base_url + "/static/..%2Fpages.py").status_code == 404
     assert httpx.get(web.base_url + "/static/nothing.js").status_code == 404

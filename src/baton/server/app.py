@@ -99,6 +99,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
             finally:
                 draining.set()
                 await adopting
+                await app.state.baton_server.gate_watch.aclose()
 
     app = FastAPI(
         title="baton",

@@ -49,6 +49,13 @@ class GateWatch:
         self._wake = asyncio.Event()
         self._runs: dict[str, tuple[str | None, str | None]] = {}  # run id → (owner, task id); never change
 
+    async def aclose(self) -> None:
+        """Stop the reader (the server shuts down)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
     def poke(self) -> None:
         """Look now (a decision was just recorded here)."""
         self._wake.set()

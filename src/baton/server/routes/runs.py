@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -104,7 +104,7 @@ async def list_runs(
     summary: Annotated[bool, Query(description="Add summaries: pending gates and tokens of each listed run.")] = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-) -> dict[str, Any]:
+) -> Response:
     """The caller's runs (every run for admin), oldest first (``order=newest``: newest first)."""
     state = server_state(request)
     records = [
@@ -129,8 +129,8 @@ async def list_runs(
     page = records[start : start + limit]
     more = start + limit < len(records)
     listed = RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
-    if not summary:
-        return listed.model_dump(exclude={"summaries"})
+    if not summary:  # the list as it always was, without the key
+        return JSONResponse(listed.model_dump(exclude={"summaries"}))
     found = await run_summaries(state.baton.store.engine, [record.id for record in page])
     listed.summaries = {run_id: RunSummary.model_validate(values) for run_id, values in found.items()}
-    return listed.model_dump()
+    return JSONResponse(listed.model_dump())

@@ -43,7 +43,11 @@ def _body(principal: Principal, session: OpenSession | None) -> dict[str, Any]:
     "",
     status_code=201,
     response_model=Session,
-    responses={403: {"model": ErrorResponse, "description": "csrf_failed (a cross-site request)"}},
+    responses={
+        403: {"model": ErrorResponse, "description": "csrf_failed (a cross-site request)"},
+        422: {"model": ErrorResponse, "description": "request_invalid"},
+        429: {"model": ErrorResponse, "description": "rate_limited"},
+    },
 )
 async def sign_in(body: SignInRequest, request: Request) -> Response:
     """Exchange a token (the local token or an RS256 JWT) for a session cookie."""
