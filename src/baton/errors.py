@@ -13,7 +13,7 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
-    │                         sandbox_unavailable
+    │                         sandbox_unavailable, invalid_transition
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -26,7 +26,9 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
     │                         token_audience, token_algorithm, token_kid, scope_missing,
     │                         session_expired, csrf_failed
-    └── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
+    ├── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
+    └── StorageError          storage_unavailable, storage_busy, storage_conflict, storage_error,
+                              log_write_failed (baton.store.storage_errors maps the database's)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "GateError",
     "NotFoundError",
     "RefusedError",
+    "StorageError",
     "UpstreamError",
     "UsageError",
     "WorkspaceError",
@@ -101,6 +104,7 @@ class RefusedError(BatonError):
             "sse_limit",
             "net_not_allowed",
             "sandbox_unavailable",
+            "invalid_transition",
         }
     )
 
@@ -167,6 +171,14 @@ class UpstreamError(BatonError):
     family_codes = frozenset({"upstream_unreachable", "upstream_tls", "upstream_failed"})
 
 
+class StorageError(BatonError):
+    """The database failed; the store translates every database error into this at its boundary."""
+
+    family_codes = frozenset(
+        {"storage_unavailable", "storage_busy", "storage_conflict", "storage_error", "log_write_failed"}
+    )
+
+
 _FAMILIES: tuple[type[BatonError], ...] = (
     UsageError,
     RefusedError,
@@ -176,6 +188,7 @@ _FAMILIES: tuple[type[BatonError], ...] = (
     WorkspaceError,
     AuthError,
     UpstreamError,
+    StorageError,
 )
 
 CODES: frozenset[str] = frozenset().union(*(family.family_codes for family in _FAMILIES))

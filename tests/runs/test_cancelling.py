@@ -56,6 +56,7 @@ async def parked_run(store: Store, *commands: str) -> tuple[str, list[GateRecord
         ):
             message = notification(name, params)
             log.append(record.id, "baton", message["method"], message)
+    await store.update_run(record.id, status="running", status_reason="started")
     await store.update_run(record.id, status="paused", status_reason=opened[0].id, executor_id=None)
     return record.id, opened
 

@@ -31,7 +31,7 @@ from baton.snapshots import LocalBlobStore, ShadowRepo, build_archive, shadow_fo
 from baton.snapshots.archive import ArchiveLimits
 from baton.snapshots.recorder import STORED_FIELDS
 from baton.store import Redactor, SessionLog, Store
-from baton.store._transfer import read_run_rows
+from baton.store.transfer import read_run_rows
 
 SECRET = "sk-handoff-secret-0123456789abcdef"
 

@@ -22,8 +22,8 @@ from baton.errors import BatonError
 from baton.runs.handoff import EXPORT_FORMAT, export_run, import_run
 from baton.snapshots.archive import ArchiveLimits
 from baton.store import Redactor, SessionLog, Store
-from baton.store._transfer import PAGE, read_run_rows
 from baton.store.tables import gates, log_entries, runs
+from baton.store.transfer import PAGE, read_run_rows
 
 SECRET = "sk-handoff-secret-0123456789abcdef"  # the key make_source's home knows
 EXTRA = 2 * PAGE + 7  # three pages of log each way

@@ -74,6 +74,7 @@ async def test_a_decision_from_another_process_wakes_a_parked_run_at_once(store_
     async with store:
         run = await store.create_run(agent="claude")
         gate = await _gate(store, run.id)
+        await store.update_run(run.id, status="running", status_reason="started")
         await store.update_run(run.id, status="paused", status_reason=gate.id)
         waiting = asyncio.create_task(wait_for_decisions(store, run.id, poll_seconds=NEVER, fallback_seconds=NEVER))
         await asyncio.sleep(0.3)  # waiting (on Postgres: LISTEN up); either way the rows decide

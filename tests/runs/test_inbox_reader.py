@@ -15,8 +15,9 @@ import pytest
 
 from baton.errors import NotFoundError, RefusedError, UsageError
 from baton.runs.executors import this_executor_id
-from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, _SqliteWatch, post_command
+from baton.runs.inbox import InboxCommand, InboxReader, RunCommands, post_command
 from baton.store import Store
+from baton.store.inbox_watch import SqliteInboxWatch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,10 +148,10 @@ async def test_runs_read_in_one_process_get_their_own_commands(store_url: str) -
                 reader = InboxReader(store, run_id, taken_by="reader", interval=0.02, on_command=collect(name))
                 await stack.enter_async_context(reader)
             if store_url.startswith("sqlite"):
-                assert len(_SqliteWatch._open) == 1  # one poll for both runs
+                assert len(SqliteInboxWatch._open) == 1  # one poll for both runs
             for index in range(3):
                 for name, run_id in runs.items():
                     await post_command(store, run_id, "user_message", {"content": f"{name}{index}"})
             await asyncio.wait_for(done.wait(), 10)
-        assert _SqliteWatch._open == {}
+        assert SqliteInboxWatch._open == {}
     assert received == {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}

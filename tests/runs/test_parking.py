@@ -82,6 +82,7 @@ async def test_a_parked_run_waits_for_its_pending_gate_and_names_what_was_decide
     run = await store.create_run(agent="claude")
     first = await _gate(store, run.id, "touch a")
     second = await _gate(store, run.id, "touch b")  # another input: the first gate is superseded
+    await store.update_run(run.id, status="running", status_reason="started")
     await store.update_run(run.id, status="paused", status_reason=first.id)
     waiting = asyncio.create_task(wait_for_decisions(store, run.id, poll_seconds=0.02))
     await asyncio.sleep(0.1)

@@ -282,6 +282,7 @@ async def test_an_ended_run_needs_a_prompt_and_continues_in_a_new_run(settings: 
         record = await store.create_run(agent="claude", repo=str(repo), cwd=str(repo))
         append_interrupted_run(log, record.id, repo)
         await log.flush()
+        await store.update_run(record.id, status="running", status_reason="started")
         await store.update_run(record.id, status="finished", status_reason="end_turn")
         with pytest.raises(RefusedError) as refused:
             await plan_resume(store, log, settings, record.id, None)

@@ -45,6 +45,8 @@ class FakeRun:
         baton = self.server.baton
 
         async def close() -> None:
+            if (await baton.store.get_run(self.id)).status == "queued":  # by allowed moves only
+                await baton.store.update_run(self.id, status="running")
             await baton.store.update_run(self.id, status="finished")
             baton.log.close_run(self.id)
 

@@ -35,8 +35,9 @@ def client(server: RunningServer) -> Iterator[httpx.Client]:
 
 def stored_run(server: RunningServer, owner: str | None = "local", status: str | None = None) -> RunRecord:
     record = server.call(lambda: server.baton.store.create_run(agent="claude", owner=owner, repo="/tmp/x"))
-    if status is not None:
-        record = server.call(lambda: server.baton.store.update_run(record.id, status=status))
+    steps = {None: (), "queued": (), "running": ("running",), "cancelled": ("cancelled",)}.get(status)
+    for step in steps if steps is not None else ("running", status):  # by allowed moves (baton.store.transitions)
+        record = server.call(lambda run_id=record.id, step=step: server.baton.store.update_run(run_id, status=step))
     return record
 
 
@@ -202,6 +203,8 @@ def test_commands_go_through_the_inbox_and_its_refusals(server: RunningServer, c
         async def make() -> RunRecord:
             store = server.baton.store
             record = await store.create_run(agent="claude", owner="local", repo="/tmp/x", run_mode=run_mode)
+            if status not in ("queued", "running", "cancelled"):  # by allowed moves (baton.store.transitions)
+                await store.update_run(record.id, status="running")
             return await store.update_run(record.id, status=status, executor_id=executor)
 
         return server.call(make)
@@ -260,6 +263,7 @@ def test_a_cancel_ends_a_parked_run_at_once(server: RunningServer, client: httpx
             record.id, "tool", summary="Bash: rm -rf one", tool_name="Bash", bound_call_id="toolu_1",
             bound_input_hash="h-1", input={"command": "rm -rf one"},
         )  # fmt: skip
+        await store.update_run(record.id, status="running", status_reason="started")
         return await store.update_run(record.id, status="paused", status_reason=gate.id, executor_id=None), gate
 
     record, gate = server.call(park)

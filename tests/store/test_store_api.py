@@ -5,6 +5,7 @@ import baton.store
 PUBLIC = {
     "REDACTED",
     "RUN_STATUSES",
+    "LockedRun",
     "LogWriteError",
     "Redactor",
     "RunRecord",

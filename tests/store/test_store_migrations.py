@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from baton.errors import RefusedError
 from baton.store import Redactor, SessionLog, Store
 from baton.store.engine import make_engine
 from baton.store.migrate import current_revision, declared_head, head_revision, upgrade
@@ -95,8 +96,10 @@ async def test_data_written_at_0001_reads_back_at_head(blank_store_url: str) -> 
         await store.inbox_put("run_old", "message", {"text": "hello"})
         [message] = await store.inbox_take("run_old", "test")
         assert message["payload"] == {"text": "hello"}
-        resumed = await store.update_run("run_old", status="running", status_reason="resumed", executor_id="x1")
-        assert (resumed.status, resumed.executor_id) == ("running", "x1")
+        updated = await store.update_run("run_old", owner="alice", executor_id="x1")
+        assert (updated.status, updated.owner, updated.executor_id) == ("finished", "alice", "x1")
+        with pytest.raises(RefusedError, match="invalid_transition"):  # an ended run never moves again
+            await store.update_run("run_old", status="running", status_reason="resumed")
         await log.flush()
 
 

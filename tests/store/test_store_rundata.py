@@ -31,6 +31,7 @@ async def test_new_run_fields_and_every_transition_recorded(store: Store) -> Non
     await store.update_run(run.id, heartbeat_at="2026-11-30T12:00:00.000Z")  # no status: no transition
     await store.update_run(run.id, status="running", status_reason="still")  # same status: none either
     await store.update_run(run.id, status="interrupted", status_reason="executor_died")
+    await store.update_run(run.id, status="running", status_reason="resumed")
     done = await store.update_run(run.id, status="finished", status_reason="end_turn", resumed_from="s1")
     assert (done.executor_id, done.heartbeat_at, done.resumed_from) == (
         "host-1:42",
@@ -42,7 +43,8 @@ async def test_new_run_fields_and_every_transition_recorded(store: Store) -> Non
         (None, "queued", None),
         ("queued", "running", "started"),
         ("running", "interrupted", "executor_died"),
-        ("interrupted", "finished", "end_turn"),
+        ("interrupted", "running", "resumed"),
+        ("running", "finished", "end_turn"),
     ]
     assert all(t.at.endswith("Z") for t in transitions)
     assert [t.at for t in transitions] == sorted(t.at for t in transitions)

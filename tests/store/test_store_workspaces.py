@@ -80,7 +80,7 @@ async def test_a_run_whose_executor_died_holds_no_workspace(stores: list[Store])
     dead = await store.create_run(agent="claude", repo="/work/ws", executor_id="dead-1", exclusive=live)
     await store.update_run(dead.id, status="running")
     ended = await store.create_run(agent="claude", repo="/work/ws", executor_id="live-0", exclusive=live)
-    await store.update_run(ended.id, status="finished")
+    await store.update_run(ended.id, status="cancelled")
     started = await store.create_run(agent="claude", repo="/work/ws", executor_id="live-1", exclusive=live)
     # Recorded with its executor and a first heartbeat (a remote executor is judged by it at once).
     assert (started.executor_id, started.heartbeat_at) == ("live-1", started.created_at)
@@ -101,7 +101,7 @@ async def test_taking_over_a_dead_run_is_refused_while_another_run_holds_its_wor
         await store.claim_run(dead.id, expected_executor="dead-1", executor_id="live-2", exclusive=live)
     assert refused.value.code == "workspace_busy" and refused.value.details["run_id"] == holder.id
     assert (await store.get_run(dead.id)).executor_id == "dead-1"  # nothing taken
-    await store.update_run(holder.id, status="finished")
+    await store.update_run(holder.id, status="cancelled")
     assert await store.claim_run(dead.id, expected_executor="dead-1", executor_id="live-2", exclusive=live)
     assert not await store.claim_run(dead.id, expected_executor="dead-1", executor_id="live-3", exclusive=live)
     assert (await store.get_run(dead.id)).executor_id == "live-2"

@@ -216,7 +216,7 @@ class BatonAcpAgent:
         if session is not None and session.busy:
             raise _request_error(RefusedError("run_active", f"session {session_id} is answering a prompt"))
         newest = runs[-1] if runs else None
-        here = session is not None and session.handle is not None and not session.handle._task.done()
+        here = session is not None and session.handle is not None and session.handle.executing
         live = newest is not None and newest.status in _LIVE and executor_alive(newest.executor_id, newest.heartbeat_at)
         if newest is not None and live and not here:
             message = f"run {newest.id} of session {session_id} is executed by {newest.executor_id}"
@@ -329,7 +329,7 @@ class BatonAcpAgent:
         waits = []
         for session in self._sessions.values():
             handle = session.handle
-            if handle is None or handle._task.done():
+            if handle is None or not handle.executing:
                 continue
             if session.busy or not session.accepting:
                 handle.cancel()

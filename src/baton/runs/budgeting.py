@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from baton.gates.budget import Budget, LimitReached, Spend, check_budget, continued_budget, spend_from_log
 from baton.gates.ledger import GateLedger, GateRecord
+from baton.runs.lifecycle import RunLifecycle
 from baton.store import Store
 from baton.store.records import RunRecord
 
@@ -52,8 +53,11 @@ async def continue_budget(store: Store, run_id: str) -> Budget:
 class RunBudget:
     """The budget of one execution of a run."""
 
-    def __init__(self, store: Store, run_id: str, budget: Budget, note: Note, *, expiry_seconds: float) -> None:
+    def __init__(
+        self, store: Store, lifecycle: RunLifecycle, run_id: str, budget: Budget, note: Note, *, expiry_seconds: float
+    ) -> None:
         self._store = store
+        self._lifecycle = lifecycle
         self._run_id = run_id
         self._note = note
         self._expiry = expiry_seconds
@@ -135,8 +139,8 @@ class RunBudget:
             input=reached.gate_input(),
             expires_in_seconds=self._expiry,
         )
-        self._note(
-            "gate_opened",
+        await self._lifecycle.pause_on_gate(
+            gate.id,
             {
                 "gate_id": gate.id,
                 "kind": gate.kind,
@@ -149,7 +153,6 @@ class RunBudget:
                 "reason": "budget:" + ",".join(reached.limits),
             },
         )
-        await self._store.update_run(self._run_id, status="paused", status_reason=gate.id)
         return gate
 
 

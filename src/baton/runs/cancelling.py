@@ -18,17 +18,13 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from sqlalchemy import update
-
 from baton.acp.extensions import notification
 from baton.agents.processes import kill_run_processes, run_process_ids
-from baton.events.entry import utc_timestamp
-from baton.gates.ledger import cancel_denial, deny_pending
+from baton.gates.ledger import cancel_denial
 from baton.runs.executors import executor_alive
 from baton.runs.inbox import post_command
-from baton.store import Store
-from baton.store.store import LockedRun
-from baton.store.tables import inbox
+from baton.runs.lifecycle import end_parked_locked
+from baton.store import LockedRun, Store
 
 __all__ = ["CANCELLED_BY", "Cancelled", "cancel_run", "end_parked"]
 
@@ -68,19 +64,16 @@ async def end_parked(
 
     def end(locked: LockedRun) -> bool:
         record = locked.record
-        connection = locked.connection
-        taken = update(inbox).where(inbox.c.id == inbox_id, inbox.c.taken_at.is_(None))
-        taken = taken.values(taken_at=utc_timestamp(), taken_by=CANCELLED_BY)
         if record.status == "cancelled":  # another cancel ended it since this one was posted
             if inbox_id is not None:
-                connection.execute(taken)
+                locked.take_inbox(inbox_id, CANCELLED_BY)
             return True
         if record.status != "paused" or executor_alive(record.executor_id, record.heartbeat_at):
             return False
         if inbox_id is not None:
-            connection.execute(taken)
+            locked.take_inbox(inbox_id, CANCELLED_BY)
             _note(locked, "inbox", {"id": inbox_id, "kind": "cancel", "payload": payload or {}})
-        for gate in deny_pending(connection, locked.run_key, run_id, cancel_denial(), CANCELLED_BY):
+        for gate in locked.deny_pending_gates(cancel_denial(), CANCELLED_BY):
             _note(
                 locked,
                 "gate_resolved",
@@ -89,8 +82,7 @@ async def end_parked(
         ending: dict[str, Any] = {"status": "cancelled", "reason": "cancelled", "stop_reason": "cancelled"}
         if record.total_cost_usd is not None:
             ending["total_cost_usd"] = record.total_cost_usd
-        _note(locked, "status", ending)
-        locked.update(status="cancelled", status_reason="cancelled", executor_id=None)
+        end_parked_locked(locked, ending)
         return True
 
     ended = await store.with_locked_run(run_id, end)

@@ -28,13 +28,13 @@ from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
 from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError
-from baton.events.entry import utc_timestamp
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
+from baton.runs.lifecycle import RunLifecycle
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
@@ -132,6 +132,10 @@ class RunExecution:
         # session a killed resume left half-written) continues on the rebuilt path instead.
         self.rebuilt_fallback: RebuiltFallback | None = None
 
+    @property
+    def _lifecycle(self) -> RunLifecycle:
+        return RunLifecycle(self._store, self._log, self.run_id, self._note)
+
     def _note(self, name: str, params: Any) -> int:
         message = notification(name, params)
         return self._log.append(self.run_id, "baton", message["method"], message)
@@ -146,14 +150,10 @@ class RunExecution:
     async def run(self) -> RunOutcome:
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
-        # This process's executor id is on the run before its first entry can be seen, so a
-        # resume never takes over a run that is just starting (docs/resume.md).
         reason = "started" if self._resume is None else "resumed"
-        await self._store.update_run(
-            run_id, status="running", status_reason=reason, started_at=utc_timestamp(), executor_id=this_executor_id()
-        )
+        opening: dict[str, Any] = {}
         if self._resume is None or self._resumed_from is not None:
-            opening: RunStartedParams = {
+            run_started: RunStartedParams = {
                 "run_id": run_id,
                 "task_id": spec.task_id,
                 "agent": spec.agent,
@@ -168,22 +168,22 @@ class RunExecution:
                 "prompt": self._resume["prompt"] if self._resume is not None else spec.prompt,
             }
             if self._resumed_from is not None:
-                opening["resumed_from"] = self._resumed_from
+                run_started["resumed_from"] = self._resumed_from
             if spec.agent_command:
-                opening["agent_command"] = list(spec.agent_command)
-                opening["trust_agent_permissions"] = spec.trust_agent_permissions
+                run_started["agent_command"] = list(spec.agent_command)
+                run_started["trust_agent_permissions"] = spec.trust_agent_permissions
             if self._model_source is not None:
-                opening["model_source"] = self._model_source
+                run_started["model_source"] = self._model_source
             if spec.sandbox is not None:
-                opening["sandbox"] = spec.sandbox
+                run_started["sandbox"] = spec.sandbox
             if spec.mount_ro:
-                opening["mount_ro"] = list(spec.mount_ro)
+                run_started["mount_ro"] = list(spec.mount_ro)
             if spec.mount_rw:
-                opening["mount_rw"] = list(spec.mount_rw)
-            self._note("run_started", opening)
+                run_started["mount_rw"] = list(spec.mount_rw)
+            opening["run_started"] = run_started
         if self._resume is not None:
-            self._note("resume", self._resume)
-        self._note("status", {"status": "running", "reason": reason})
+            opening["resume"] = self._resume
+        await self._lifecycle.start(reason, this_executor_id(), opening)  # docs/resume.md: the row first
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
         started = time.monotonic()
@@ -233,17 +233,7 @@ class RunExecution:
         params["usage"] = outcome.usage
         params["total_cost_usd"] = outcome.total_cost_usd
         params["duration_ms"] = outcome.duration_ms or int((time.monotonic() - started) * 1000)
-        self._note("status", params)
-        await self._log.flush()
-        await self._store.update_run(
-            self.run_id,
-            status=outcome.status,
-            status_reason=params["reason"],
-            finished_at=utc_timestamp(),
-            total_cost_usd=outcome.total_cost_usd,
-            error_code=outcome.code,
-            error_message=outcome.message if outcome.status == "failed" else None,
-        )
+        await self._lifecycle.end(params, code=outcome.code, message=outcome.message)
         self._log.close_run(self.run_id)
 
     async def _park(self, outcome: RunOutcome) -> None:
@@ -251,11 +241,7 @@ class RunExecution:
         rows remain until the gate is decided (baton.runs.parking)."""
         if run_process_ids(self.run_id):  # the agent is stopped; nothing of it may outlive the park
             await asyncio.to_thread(kill_run_processes, self.run_id)
-        gate_id = outcome.gate_id or ""
-        self._note("status", {"status": "paused", "reason": "parked", "gate_id": gate_id})
-        await self._log.flush()
-        cost = {"total_cost_usd": outcome.total_cost_usd} if outcome.total_cost_usd is not None else {}
-        await self._store.update_run(self.run_id, status="paused", status_reason=gate_id, executor_id=None, **cost)
+        await self._lifecycle.park(outcome.gate_id or "", outcome.total_cost_usd)
         self._log.close_run(self.run_id)
 
     async def _converse(self, cwd: str) -> RunOutcome:
@@ -267,6 +253,7 @@ class RunExecution:
             tap = TappingTransport(transport, sink, self.run_id)
             self._gates = RunGates(
                 self._store,
+                self._lifecycle,
                 self.run_id,
                 self._note,
                 self._gatekeeper,
@@ -299,7 +286,9 @@ class RunExecution:
     async def _start_budget(self) -> None:
         budget = Budget(self.spec.budget_usd, self.spec.budget_turns, self.spec.budget_seconds)
         if not budget.empty:
-            self._budget = RunBudget(self._store, self.run_id, budget, self._note, expiry_seconds=self._gate_expiry)
+            self._budget = RunBudget(
+                self._store, self._lifecycle, self.run_id, budget, self._note, expiry_seconds=self._gate_expiry
+            )
             await self._budget.start(await self._log.read(self.run_id))
 
     async def _mode_from_gate(self, mode: str) -> None:

@@ -29,6 +29,7 @@ from baton.acp.host import GateAnswer
 from baton.gates import Decision, Gatekeeper, Policy, ToolCall, parse_rule
 from baton.gates.kinds import GateShape, answer_for_agent
 from baton.gates.ledger import GateLedger, GateRecord
+from baton.runs.lifecycle import RunLifecycle
 from baton.runs.parking import wait_for_decision
 from baton.store import Store
 
@@ -45,6 +46,7 @@ class RunGates:
     def __init__(
         self,
         store: Store,
+        lifecycle: RunLifecycle,
         run_id: str,
         note: Note,
         gatekeeper: Gatekeeper,
@@ -54,6 +56,7 @@ class RunGates:
         on_mode: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
+        self._lifecycle = lifecycle
         self._ledger = GateLedger(store)
         self._run_id = run_id
         self._note = note
@@ -151,8 +154,8 @@ class RunGates:
                 "gate_resolved",
                 {"gate_id": old.id, "decision": "superseded", "reason": "superseded", "decided_by": "baton"},
             )
-        self._note(
-            "gate_opened",
+        await self._lifecycle.pause_on_gate(
+            gate.id,
             {
                 "gate_id": gate.id,
                 "kind": gate.kind,
@@ -165,7 +168,6 @@ class RunGates:
                 "reason": decision.reason,
             },
         )
-        await self._store.update_run(self._run_id, status="paused", status_reason=gate.id)
         if not self._waiting:
             self._wait_started = time.monotonic()
         self._waiting += 1
@@ -183,7 +185,7 @@ class RunGates:
             self.park_event.set()
             return GateAnswer("park", "parked", "the run parks until the gate is decided", gate_id=gate.id)
         # Bookkeeping after the answer (the agent goes on at once); every later lookup waits for it.
-        self._later(lambda: self._store.update_run(self._run_id, status="running", status_reason="gate_decided"))
+        self._later(self._lifecycle.gate_decided)
         if decided.status == "approved" and decided.kind == "tool":
             self._later(lambda: self._ledger.mark_used(decided.id, call.tool_call_id))  # never for another call
         return await self._answer(decided, call)

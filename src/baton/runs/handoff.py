@@ -59,11 +59,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-from sqlalchemy.exc import SQLAlchemyError
-
 import baton
 from baton.config import Settings
-from baton.errors import NotFoundError, RefusedError, UsageError, WorkspaceError
+from baton.errors import NotFoundError, RefusedError, StorageError, UsageError, WorkspaceError
 from baton.events.entry import utc_timestamp
 from baton.runs._export_rows import (
     as_integer,
@@ -88,10 +86,10 @@ from baton.snapshots.archive import ArchiveLimits, Manifest, iter_streamed_membe
 from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import DEFAULT_SECRET_PATTERNS
 from baton.store import Store
-from baton.store._transfer import PAGE, TABLES, Page, RunHead, delete_run_rows, insert_run_rows, reading_run_rows
 from baton.store.records import TERMINAL_STATUSES
 from baton.store.redact import encode_json
 from baton.store.tables import gates, run_transitions, runner_events, tasks
+from baton.store.transfer import PAGE, TABLES, Page, RunHead
 
 Row = dict[str, Any]
 
@@ -305,7 +303,7 @@ def _spool_rows(
     the run's head, its snapshots (few: the archives to add) and the number of log entries."""
     snapshot_rows: list[Row] = []
     log_entries = 0
-    with reading_run_rows(store.engine, run_id) as reader:
+    with store.reading_run_rows(run_id) as reader:
         if reader is None:  # deleted in between
             raise RefusedError("run_not_resumable", f"run {run_id} disappeared during the export")
         for table in TABLES:
@@ -661,8 +659,8 @@ async def _install(
     run_id = str(run["id"])
     run_dir = settings.run_dir(run_id)
     try:
-        await asyncio.to_thread(insert_run_rows, store.engine, unpacked.head, _staged_pages(unpacked))
-    except SQLAlchemyError as exc:
+        await store.insert_run_rows(unpacked.head, _staged_pages(unpacked))
+    except StorageError as exc:
         raise unsafe(f"the export's rows do not fit this store: {exc}") from exc
     notes: list[str] = []
     try:
@@ -684,7 +682,7 @@ async def _install(
             with_archives = [snapshot for snapshot in unpacked.snapshots if snapshot.get("archive_key")]
             await asyncio.to_thread(seed_shadow, run_dir, target, with_archives, unpacked.archives)
     except BaseException:
-        await asyncio.to_thread(delete_run_rows, store.engine, run_id)
+        await store.delete_run_rows(run_id)
         await asyncio.to_thread(shutil.rmtree, run_dir, True)
         raise
     if restored is not None:

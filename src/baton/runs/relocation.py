@@ -29,8 +29,16 @@ from typing import Any, Final
 
 from baton.config import Settings
 from baton.errors import NotFoundError, RefusedError
-from baton.snapshots import GitObjects, LocalBlobStore, RestoreResult, blob_store_for, restore_archive, shadow_for
-from baton.snapshots._git import GitFailed, run_git
+from baton.snapshots import (
+    GitFailed,
+    GitObjects,
+    LocalBlobStore,
+    RestoreResult,
+    blob_store_for,
+    restore_archive,
+    run_git,
+    shadow_for,
+)
 from baton.snapshots.archive import ArchiveLimits, Manifest, iter_members, verify_archive
 from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import ShadowRepo

@@ -32,6 +32,7 @@ from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
 from baton.runs.conversation import Conversation, Item, ToolCall
 from baton.runs.executors import executor_alive, this_executor_id
+from baton.runs.lifecycle import take_over
 from baton.runs.parking import DecidedCall, decided_calls
 from baton.runs.spec import RunSpec, spec_of_record
 from baton.runs.workspaces import holds_workspace
@@ -194,7 +195,7 @@ async def plan_resume(
     else:
         target = record
         parked = await _parked(log, run_id, conversation.upto_seq)
-        await _take_over(store, record)
+        await _claim(store, record)
         interrupted = conversation.interrupted_calls
         decided = await decided_calls(store, run_id, record.status_reason if record.status == "paused" else None)
         decided_ids = {call.tool_call_id for call in decided}
@@ -287,7 +288,7 @@ async def _run_started(log: SessionLog, run_id: str) -> dict[str, Any]:
     return {}
 
 
-async def _take_over(store: Store, record: RunRecord) -> None:
+async def _claim(store: Store, record: RunRecord) -> None:
     """Become the run's executor (at most one process wins, and only while no other run holds
     its workspace), then end what the dead one left."""
     me = this_executor_id()
@@ -295,8 +296,7 @@ async def _take_over(store: Store, record: RunRecord) -> None:
         record.id, expected_executor=record.executor_id, executor_id=me, exclusive=holds_workspace
     ):
         raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-    if record.status in ("running", "paused"):
-        await store.update_run(record.id, status="interrupted", status_reason="executor_dead")
+    await take_over(store, record.id, record.status)
     if run_process_ids(record.id):
         await asyncio.to_thread(kill_run_processes, record.id)
 

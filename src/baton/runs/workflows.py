@@ -52,6 +52,7 @@ from baton.config import Settings
 from baton.errors import BatonError
 from baton.events.entry import utc_timestamp
 from baton.runs.executors import this_executor_id
+from baton.runs.lifecycle import cancel_not_started
 from baton.runs.spec import RunOutcome
 from baton.store import Store
 
@@ -351,9 +352,7 @@ class DurableRuntime:
             if future is not None and not future.done():
                 future.cancel()
             with contextlib.suppress(Exception):
-                await self._stores[run_id].update_run(
-                    run_id, status="cancelled", status_reason="not_started", finished_at=utc_timestamp()
-                )
+                await cancel_not_started(self._stores[run_id], run_id)
             if self.durable:
                 with contextlib.suppress(Exception):
                     await DBOS.cancel_workflow_async(self._workflows[run_id])

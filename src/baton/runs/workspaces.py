@@ -4,7 +4,7 @@ A workspace is a run's resolved repository. It is busy while another run in it i
 ``running`` or ``paused`` and that run's executor is alive (:func:`holds_workspace`) —
 whichever process executes it. The claim itself is atomic in the store: ``Store.create_run``
 and ``Store.claim_run`` given ``exclusive=holds_workspace`` check and write in one transaction
-that holds the workspace (baton.store._workspaces), so of two processes starting a run in one
+that holds the workspace (baton.store.workspaces), so of two processes starting a run in one
 workspace at the same instant exactly one wins. :func:`check_workspace_free` is the early,
 advisory check made before an agent is prepared. A run whose executor died does not hold its
 workspace: it is ``interrupted`` and may be resumed, or another run started there.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from baton.runs.executors import executor_alive
 from baton.store import Store
-from baton.store._workspaces import HOLDING_STATUSES, busy_error
 from baton.store.records import RunRecord
+from baton.store.workspaces import HOLDING_STATUSES, busy_error
 
 __all__ = ["HOLDING_STATUSES", "check_workspace_free", "holds_workspace", "runs_holding"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from baton.snapshots._git import EMPTY_TREE
+from baton.snapshots._git import EMPTY_TREE, GitFailed, run_git
 from baton.snapshots.archive import ArchiveLimits, Manifest, build_archive, verify_archive
 from baton.snapshots.blobs import BlobStore, LocalBlobStore, blob_store_for
 from baton.snapshots.recorder import TREE_SNAPSHOT, SnapshotRecorder
@@ -25,6 +25,7 @@ __all__ = [
     "ArchiveLimits",
     "BlobStore",
     "Changes",
+    "GitFailed",
     "GitObjects",
     "LocalBlobStore",
     "Manifest",
@@ -37,6 +38,7 @@ __all__ = [
     "build_archive",
     "recorder_for",
     "restore_archive",
+    "run_git",
     "shadow_for",
     "verify_archive",
 ]

@@ -16,11 +16,12 @@ from baton.store.redact import REDACTED, Redactor
 
 if TYPE_CHECKING:
     from baton.store.log import LogWriteError, SessionLog
-    from baton.store.store import Store
+    from baton.store.store import LockedRun, Store
 
 __all__ = [
     "REDACTED",
     "RUN_STATUSES",
+    "LockedRun",
     "LogWriteError",
     "Redactor",
     "RunRecord",
@@ -32,7 +33,12 @@ __all__ = [
     "new_run_id",
 ]
 
-_LAZY = {"LogWriteError": "baton.store.log", "SessionLog": "baton.store.log", "Store": "baton.store.store"}
+_LAZY = {
+    "LockedRun": "baton.store.store",
+    "LogWriteError": "baton.store.log",
+    "SessionLog": "baton.store.log",
+    "Store": "baton.store.store",
+}
 
 
 def __getattr__(name: str) -> Any:

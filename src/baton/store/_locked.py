@@ -18,14 +18,16 @@ from sqlalchemy.engine import Connection
 
 from baton.errors import NotFoundError
 from baton.events.entry import Direction, utc_timestamp
-from baton.store.records import TERMINAL_STATUSES, RunRecord
+from baton.store._gates import deny_pending
+from baton.store.records import TERMINAL_STATUSES, GateRecord, RunRecord
 from baton.store.redact import Redactor
-from baton.store.tables import log_entries, run_transitions, runs
+from baton.store.tables import inbox, log_entries, run_transitions, runs
+from baton.store.transitions import check_transition
 
 __all__ = ["RECORD_COLUMNS", "LockedRun", "lock_run", "run_record", "update_locked_run"]
 
 RECORD_COLUMNS: Final = [column for column in runs.c if column.name != "run_key"]
-_Locked = Row[Any, Any, Any, Any]  # run_key, status, started_at, finished_at
+_Locked = Row[Any, Any, Any, Any, Any]  # run_key, id, status, started_at, finished_at
 
 
 def run_record(row: Row[Any]) -> RunRecord:
@@ -33,9 +35,9 @@ def run_record(row: Row[Any]) -> RunRecord:
 
 
 def lock_run(connection: Connection, run_id: str) -> _Locked:
-    """The run's ``run_key, status, started_at, finished_at`` with its row locked (``run_not_found``)."""
+    """The run's ``run_key, id, status, started_at, finished_at`` with its row locked (``run_not_found``)."""
     found = connection.execute(
-        select(runs.c.run_key, runs.c.status, runs.c.started_at, runs.c.finished_at)
+        select(runs.c.run_key, runs.c.id, runs.c.status, runs.c.started_at, runs.c.finished_at)
         .where(runs.c.id == run_id)
         .with_for_update()
     ).one_or_none()
@@ -45,9 +47,12 @@ def lock_run(connection: Connection, run_id: str) -> _Locked:
 
 
 def update_locked_run(connection: Connection, found: _Locked, fields: Mapping[str, Any]) -> RunRecord:
-    """Change the locked run's fields; a new ``status`` is recorded as a transition (``Store.update_run``)."""
+    """Change the locked run's fields; a new ``status`` is recorded as a transition (``Store.update_run``),
+    one the table does not allow is refused (``invalid_transition``, baton.store.transitions)."""
     values = dict(fields)
     status = values.get("status")
+    if status is not None:
+        check_transition(found.id, found.status, status)
     now = utc_timestamp()
     if status == "running" and found.started_at is None:
         values.setdefault("started_at", now)
@@ -84,6 +89,8 @@ class LockedRun:
     def update(self, **fields: Any) -> RunRecord:
         """Change the run's fields in this transaction (a new status is a transition)."""
         self.record = update_locked_run(self.connection, self._found, fields)
+        if "status" in fields:  # a later change in this transaction moves from this one
+            self._found = lock_run(self.connection, self.record.id)
         return self.record
 
     def append(self, direction: Direction, method: str | None, payload: dict[str, Any]) -> int:
@@ -101,6 +108,15 @@ class LockedRun:
              "payload": text}
         )  # fmt: skip
         return seq
+
+    def deny_pending_gates(self, decision: dict[str, Any], decided_by: str) -> list[GateRecord]:
+        """Deny every pending gate of the run in this transaction (each wakes the run); the gates denied."""
+        return deny_pending(self.connection, self.run_key, self.record.id, decision, decided_by)
+
+    def take_inbox(self, inbox_id: int, taken_by: str) -> None:
+        """Mark the run's inbox command taken in this transaction (when nobody took it yet)."""
+        taken = update(inbox).where(inbox.c.id == inbox_id, inbox.c.run_key == self.run_key, inbox.c.taken_at.is_(None))
+        self.connection.execute(taken.values(taken_at=utc_timestamp(), taken_by=taken_by))
 
     def write_entries(self) -> None:
         """Insert the appended entries (``Store.with_locked_run`` calls it before committing)."""

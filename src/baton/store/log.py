@@ -35,10 +35,12 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Literal
 
+from baton.errors import StorageError
 from baton.events.entry import Direction, LogEntry, utc_timestamp
 from baton.store._runlog import RunLog, Subscriber, Waiters
 from baton.store._writer import LogWriter, Queued, StoredEntries, read_entries, read_stored, run_position
 from baton.store.redact import Redactor
+from baton.store.storage_errors import in_thread
 from baton.store.store import Store
 
 __all__ = ["LogWriteError", "SessionLog"]
@@ -46,8 +48,12 @@ __all__ = ["LogWriteError", "SessionLog"]
 _PAGE: Final = 1000
 
 
-class LogWriteError(RuntimeError):
-    """The session log could not be committed; entries since the last commit are not durable."""
+class LogWriteError(StorageError):
+    """The session log could not be committed (``log_write_failed``); entries since the last
+    commit are not durable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("log_write_failed", message)
 
 
 class SessionLog:
@@ -191,7 +197,7 @@ class SessionLog:
     async def read(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]:
         """Committed entries with ``after < seq <= until``."""
         run_key = await self._run_key(run_id)
-        return await asyncio.to_thread(read_entries, self._store.engine, run_id, run_key, after, until)
+        return await in_thread(read_entries, self._store.engine, run_id, run_key, after, until)
 
     async def read_lazily(self, run_id: str, after: int = 0, until: int | None = None) -> StoredEntries:
         """The entries :meth:`read` returns, each payload decoded only as the result is iterated.
@@ -200,7 +206,7 @@ class SessionLog:
         decoded entries then die one by one instead of a page at a time.
         """
         run_key = await self._run_key(run_id)
-        return await asyncio.to_thread(read_stored, self._store.engine, run_id, run_key, after, until)
+        return await in_thread(read_stored, self._store.engine, run_id, run_key, after, until)
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[LogEntry, None]:
         """Committed entries with ``seq > after``: the stored ones, then live ones as they commit.
@@ -249,13 +255,13 @@ class SessionLog:
             run.subscribers.discard(subscriber)
 
     async def _page(self, run_id: str, run_key: int, after: int) -> list[LogEntry]:
-        return await asyncio.to_thread(read_entries, self._store.engine, run_id, run_key, after, None, _PAGE)
+        return await in_thread(read_entries, self._store.engine, run_id, run_key, after, None, _PAGE)
 
     async def _run_key(self, run_id: str) -> int:
         run = self._runs.get(run_id)
         if run is not None:
             return run.run_key
-        run_key, _last = await asyncio.to_thread(run_position, self._store.engine, run_id)
+        run_key, _last = await in_thread(run_position, self._store.engine, run_id)
         return run_key
 
     def _new_timestamp(self, now_ms: int) -> str:

@@ -12,7 +12,6 @@ instead (which creates or migrates it). This is the store's one module that spea
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
@@ -24,6 +23,7 @@ from baton.errors import NotFoundError
 from baton.events.entry import LogEntry
 from baton.store._revisions import declared_head
 from baton.store.records import GateRecord, RunRecord, TaskRecord, Transition
+from baton.store.storage_errors import in_thread
 
 __all__ = ["RunReads", "SqliteReads", "sqlite_path"]
 
@@ -212,7 +212,7 @@ class SqliteReads:
         return int(rows[0][0])
 
     async def _query(self, sql: str, arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return await asyncio.to_thread(self._fetch, sql, arguments)
+        return await in_thread(self._fetch, sql, arguments)
 
     def _fetch(self, sql: str, arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:

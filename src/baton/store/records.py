@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from baton.gates.decisions import GateKind
 
 __all__ = [
+    "DECISION_INBOX_KIND",
     "GATE_STATUSES",
     "RUN_MODES",
     "RUN_STATUSES",
@@ -37,6 +38,7 @@ RunMode = Literal["background", "interactive"]
 RUN_STATUSES: Final[frozenset[str]] = frozenset(get_args(RunStatus))
 RUN_MODES: Final[frozenset[str]] = frozenset(get_args(RunMode))
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"finished", "failed", "cancelled"})
+DECISION_INBOX_KIND: Final = "gate_decision"  # the inbox command a gate decision wakes its run with
 GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
 GATE_STATUSES: Final[frozenset[str]] = frozenset(get_args(GateStatus))
 

@@ -8,8 +8,8 @@ start-up, or through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
@@ -19,15 +19,15 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
-from baton.store import _rundata
+from baton.store import _gates, _rundata, transfer
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
-from baton.store._workspaces import Holds, busy_error, holding_runs, lock_workspace
 from baton.store._writer import run_position
 from baton.store.engine import READ_ONLY, make_engine
 from baton.store.migrate import upgrade
 from baton.store.records import (
     RUN_MODES,
     RUN_STATUSES,
+    GateRecord,
     RunRecord,
     TaskRecord,
     Transition,
@@ -35,7 +35,10 @@ from baton.store.records import (
     new_task_id,
 )
 from baton.store.redact import Redactor
+from baton.store.storage_errors import in_thread, map_storage_errors
 from baton.store.tables import run_transitions, runs
+from baton.store.transfer import Page, RunHead, RunReader
+from baton.store.workspaces import Holds, busy_error, holding_runs, lock_workspace
 
 __all__ = ["UPDATABLE_FIELDS", "LockedRun", "Store"]
 
@@ -84,12 +87,13 @@ class Store:
     @classmethod
     def open(cls, url: str) -> Store:
         """Connect to ``url`` and migrate the database to the newest revision (blocks)."""
-        engine = make_engine(url)
-        try:
-            upgrade(engine)
-        except BaseException:
-            engine.dispose()
-            raise
+        with map_storage_errors():
+            engine = make_engine(url)
+            try:
+                upgrade(engine)
+            except BaseException:
+                engine.dispose()
+                raise
         return cls(engine)
 
     async def __aenter__(self) -> Store:
@@ -137,14 +141,68 @@ class Store:
             "created_at": utc_timestamp(),
             "owner": owner,
         }
-        try:
-            return await asyncio.to_thread(_rundata.create_task, self.engine, values)
-        except IntegrityError as exc:
-            raise UsageError("invalid_argument", f"cannot create task {values['id']}: {exc.orig}") from exc
+        return await in_thread(_create_task, self.engine, values)
 
     async def get_task(self, task_id: str) -> TaskRecord:
         """The task, or ``NotFoundError("task_not_found")``."""
-        return await asyncio.to_thread(_rundata.get_task, self.engine, task_id)
+        return await in_thread(_rundata.get_task, self.engine, task_id)
+
+    # Hand-off (baton.runs.handoff): every row of one run, out and back in (baton.store.transfer).
+
+    def reading_run_rows(self, run_id: str, *, page: int = transfer.PAGE) -> AbstractContextManager[RunReader | None]:
+        """Blocking (call it in a worker thread): a reader of the run's rows in pages, in one read
+        transaction, or None when the store has no such run."""
+        return transfer.reading_run_rows(self.engine, run_id, page=page)
+
+    async def insert_run_rows(self, head: RunHead, pages: Iterable[tuple[str, Page]]) -> int:
+        """Write an exported run whole, in one transaction (``run_exists`` when its id is taken);
+        the number of rows written besides the run's and its task's. ``pages`` is iterated in
+        the worker thread."""
+        return await in_thread(transfer.insert_run_rows, self.engine, head, pages)
+
+    async def delete_run_rows(self, run_id: str) -> None:
+        """Remove every row of an imported run again (not its task); nothing when it is not there."""
+        await in_thread(transfer.delete_run_rows, self.engine, run_id)
+
+    # Gates (the rules of deciding are baton.gates.ledger's; these read and write rows).
+
+    async def open_gate(self, run_id: str, values: dict[str, Any]) -> tuple[GateRecord, list[GateRecord]]:
+        """Insert a pending gate; the run's pending gates of its kind bound to another input are
+        superseded in the same transaction (returned second)."""
+        return await in_thread(_gates.open_gate, self.engine, run_id, values)
+
+    async def get_gate(self, gate_id: str) -> GateRecord:
+        """The gate, or ``gate_not_found``."""
+        return await in_thread(_gates.get_gate, self.engine, gate_id)
+
+    async def list_gates(
+        self, *, run_id: str | None = None, status: str | None = None, owner: str | None = None
+    ) -> list[GateRecord]:
+        """Gates oldest first, by run (``run_not_found``), status and the owner of their run."""
+        return await in_thread(_gates.list_gates, self.engine, run_id, status, owner)
+
+    async def run_agent(self, run_id: str) -> str:
+        """The agent a run was recorded with (``run_not_found``)."""
+        return await in_thread(_gates.run_agent, self.engine, run_id)
+
+    async def decide_gate(
+        self, gate: GateRecord, status: str, decision: dict[str, Any], decided_by: str
+    ) -> GateRecord | None:
+        """The decision and the inbox command that wakes the run, in one transaction; None when
+        the gate is no longer pending (an overdue gate is expired first)."""
+        return await in_thread(_gates.decide, self.engine, gate, status, decision, decided_by)
+
+    async def expire_due_gates(self, run_id: str | None, now: str) -> list[GateRecord]:
+        """Expire every pending gate past its deadline (and wake its run); the gates expired."""
+        return await in_thread(_gates.expire_due, self.engine, run_id, now)
+
+    async def deny_pending_gates(self, run_id: str, decision: dict[str, Any], decided_by: str) -> list[GateRecord]:
+        """Deny every pending gate of the run (and wake it), in one transaction; the gates denied."""
+        return await in_thread(_gates.deny_all, self.engine, run_id, decision, decided_by)
+
+    async def mark_gate_used(self, gate_id: str, call_id: str) -> None:
+        """Record on an approved gate the call that ran on it (``gate_not_pending`` if another did)."""
+        await in_thread(_gates.mark_used, self.engine, gate_id, call_id)
 
     # Runs.
 
@@ -201,7 +259,7 @@ class Store:
             # Its first heartbeat: an executor on another host is judged alive by it from the start.
             "heartbeat_at": created_at if executor_id else None,
         }
-        return await asyncio.to_thread(self._create_run, values, exclusive)
+        return await in_thread(self._create_run, values, exclusive)
 
     async def claim_run(
         self, run_id: str, *, expected_executor: str | None, executor_id: str, exclusive: Holds | None = None
@@ -212,15 +270,15 @@ class Store:
         With ``exclusive``, refused with ``workspace_busy`` while another run holds the run's
         workspace, in the same transaction (as :meth:`create_run`).
         """
-        return await asyncio.to_thread(self._claim_run, run_id, expected_executor, executor_id, exclusive)
+        return await in_thread(self._claim_run, run_id, expected_executor, executor_id, exclusive)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``."""
-        return await asyncio.to_thread(self._get_run, run_id)
+        return await in_thread(self._get_run, run_id)
 
     async def list_runs(self, status: str | tuple[str, ...] | None = None) -> list[RunRecord]:
         """Runs in creation order, optionally only those with ``status`` (or any of several)."""
-        return await asyncio.to_thread(self._list_runs, status)
+        return await in_thread(self._list_runs, status)
 
     async def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         """Change a run's fields (see ``UPDATABLE_FIELDS``) and return the new record.
@@ -235,7 +293,7 @@ class Store:
         status = fields.get("status")
         if status is not None and status not in RUN_STATUSES:
             raise UsageError("invalid_argument", f"unknown run status {status!r}")
-        return await asyncio.to_thread(self._update_run, run_id, fields)
+        return await in_thread(self._update_run, run_id, fields)
 
     async def with_locked_run(
         self, run_id: str, work: Callable[[LockedRun], T], *, redactor: Redactor | None = None
@@ -248,67 +306,67 @@ class Store:
         :class:`~baton.store.log.SessionLog`. ``work`` runs in a worker thread and must not block
         on anything but the database.
         """
-        return await asyncio.to_thread(self._with_locked_run, run_id, work, redactor)
+        return await in_thread(self._with_locked_run, run_id, work, redactor)
 
     async def list_transitions(self, run_id: str) -> list[Transition]:
         """Every status the run moved into, oldest first (its creation as ``queued`` included)."""
-        return await asyncio.to_thread(self._list_transitions, run_id)
+        return await in_thread(self._list_transitions, run_id)
 
     async def log_position(self, run_id: str) -> int:
         """The seq of the run's last committed log entry (0 for an empty log), or ``run_not_found``."""
-        _run_key, last = await asyncio.to_thread(run_position, self.engine, run_id)
+        _run_key, last = await in_thread(run_position, self.engine, run_id)
         return last
 
     # Runner events.
 
     async def save_runner_events(self, run_id: str, events: Iterable[Mapping[str, Any]]) -> None:
         """Store runner events (``seq, log_seq, ts, type, data`` of each); a stored seq is kept."""
-        await asyncio.to_thread(_rundata.save_runner_events, self.engine, run_id, list(events))
+        await in_thread(_rundata.save_runner_events, self.engine, run_id, list(events))
 
     async def read_runner_events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Stored runner events with ``seq > after`` in seq order (without ``raw``)."""
-        return await asyncio.to_thread(_rundata.read_runner_events, self.engine, run_id, after, limit)
+        return await in_thread(_rundata.read_runner_events, self.engine, run_id, after, limit)
 
     # The inbox.
 
     async def inbox_put(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         """Queue a command for the run's executor; returns its id (on Postgres, also NOTIFY)."""
-        return await asyncio.to_thread(_rundata.inbox_put, self.engine, run_id, kind, payload)
+        return await in_thread(_rundata.inbox_put, self.engine, run_id, kind, payload)
 
     async def inbox_take(self, run_id: str, taken_by: str) -> list[dict[str, Any]]:
         """Mark every untaken command of the run taken by ``taken_by`` and return them in order.
 
         Each command is returned to exactly one caller, however many take at once.
         """
-        return await asyncio.to_thread(_rundata.inbox_take, self.engine, run_id, taken_by)
+        return await in_thread(_rundata.inbox_take, self.engine, run_id, taken_by)
 
     async def inbox_pending(self, run_id: str) -> list[dict[str, Any]]:
         """The run's untaken commands in order, without taking them."""
-        return await asyncio.to_thread(_rundata.inbox_pending, self.engine, run_id)
+        return await in_thread(_rundata.inbox_pending, self.engine, run_id)
 
     # Conversation state.
 
     async def save_conversation_state(self, run_id: str, upto_seq: int, state: Mapping[str, Any]) -> None:
         """Replace the run's stored conversation state, folded from its log up to ``upto_seq``."""
-        await asyncio.to_thread(_rundata.save_conversation_state, self.engine, run_id, upto_seq, state)
+        await in_thread(_rundata.save_conversation_state, self.engine, run_id, upto_seq, state)
 
     async def load_conversation_state(self, run_id: str) -> tuple[int, dict[str, Any]] | None:
         """``(upto_seq, state)`` as last saved, or None."""
-        return await asyncio.to_thread(_rundata.load_conversation_state, self.engine, run_id)
+        return await in_thread(_rundata.load_conversation_state, self.engine, run_id)
 
     # Snapshots.
 
     async def add_snapshot(self, run_id: str, snapshot: Mapping[str, Any]) -> None:
         """Store a snapshot (``id`` ``s1``, ``s2`` …, ``tree_hash`` required); a stored id is kept."""
-        await asyncio.to_thread(_rundata.add_snapshot, self.engine, run_id, snapshot)
+        await in_thread(_rundata.add_snapshot, self.engine, run_id, snapshot)
 
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
         """The run's snapshots in id order (s1, s2, … s10)."""
-        return await asyncio.to_thread(_rundata.list_snapshots, self.engine, run_id)
+        return await in_thread(_rundata.list_snapshots, self.engine, run_id)
 
     async def get_snapshot(self, run_id: str, snapshot_id: str) -> dict[str, Any]:
         """One snapshot, or ``NotFoundError("snapshot_not_found")``."""
-        return await asyncio.to_thread(_rundata.get_snapshot, self.engine, run_id, snapshot_id)
+        return await in_thread(_rundata.get_snapshot, self.engine, run_id, snapshot_id)
 
     # Blocking halves.
 
@@ -387,3 +445,10 @@ class Store:
 
 
 _record = run_record
+
+
+def _create_task(engine: Engine, values: dict[str, Any]) -> TaskRecord:
+    try:
+        return _rundata.create_task(engine, values)
+    except IntegrityError as exc:
+        raise UsageError("invalid_argument", f"cannot create task {values['id']}: {exc.orig}") from exc

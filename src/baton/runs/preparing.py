@@ -1,0 +1,224 @@
+"""Building a run's execution for start, restart and resume; nothing runs until it is submitted.
+
+Each path checks everything that can refuse the run before it records the run or takes it over
+(docs/runs.md, docs/resume.md), then prepares the agent through :mod:`baton.runs.launching` and
+builds the :class:`~baton.runs.executor.RunExecution` that :class:`~baton.runs.Baton` submits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from baton.acp.extensions import ResumeParams
+from baton.acp.host import AskHuman
+from baton.acp.replay import AgentRestore
+from baton.agents.base import AgentProcess
+from baton.agents.registry import AGENTS, AgentEntry
+from baton.config import Settings
+from baton.errors import RefusedError
+from baton.gates import Gatekeeper, Policy
+from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.runs.budgeting import continue_budget
+from baton.runs.executor import RebuiltFallback, RunExecution
+from baton.runs.executors import this_executor_id
+from baton.runs.handoff import restore_latest_snapshot
+from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, PreparedLaunch, agent_entry
+from baton.runs.parking import pending_gates
+from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
+from baton.runs.sandboxing import check_run_sandbox
+from baton.runs.spec import RunSpec, require_repo, run_request, spec_of_request
+from baton.runs.workspaces import check_workspace_free, holds_workspace
+from baton.snapshots import recorder_for
+from baton.store import RunRecord, SessionLog, Store
+
+__all__ = ["Preparer"]
+
+
+class Preparer:
+    """The executions of one :class:`~baton.runs.Baton`'s runs."""
+
+    def __init__(self, settings: Settings, store: Store, log: SessionLog, launcher: Launcher) -> None:
+        self.settings = settings
+        self.store = store
+        self.log = log
+        self.launcher = launcher
+
+    async def start(self, spec: RunSpec, ask_human: AskHuman | None) -> RunExecution:
+        """Check the request, record the run (``workspace_busy`` atomically with it), build its execution."""
+        entry, gatekeeper = await self._admit(spec)
+        launch = self.launcher.prepare(spec, entry, gatekeeper)
+        repo = str(Path(spec.repo).resolve())
+        record = await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=repo,
+            cwd=repo,
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
+            owner=spec.owner,
+            run_id=spec.run_id,
+            request=run_request(spec, launch.source),
+            executor_id=this_executor_id(),
+            exclusive=holds_workspace,
+        )
+        return self._execution(record.id, spec, launch.start(record.id, spec), ask_human, model_source=launch.source)
+
+    async def resume(
+        self,
+        run_id: str,
+        prompt: str | None,
+        repo: Path | None,
+        ask_human: AskHuman | None,
+        executing: set[str],
+        scenario: str | None = None,
+    ) -> tuple[ResumePlan | None, RunExecution]:
+        """Check, take the run over (docs/resume.md), and build its execution.
+
+        A run still ``queued`` never started (its process died first): it starts from its
+        beginning, with no plan (``prompt`` and ``repo`` do not apply to it).
+        """
+        record = await self.store.get_run(run_id)
+        check_resumable(record, prompt, executing)
+        if record.status == "queued":
+            return None, await self._restart(record, ask_human, scenario)
+        if not record.is_terminal and (pending := await pending_gates(self.store, run_id)):
+            raise RefusedError(
+                "run_paused",
+                f"run {run_id} waits for a decision on {', '.join(gate.id for gate in pending)}; decide it first",
+                details={"gates": [gate.id for gate in pending]},
+            )
+        # Everything that can refuse is checked before the run is taken over.
+        spec = await resume_spec(self.log, record, repo)
+        if scenario is not None:
+            spec = replace(spec, scenario=scenario)
+        if record.agent not in AGENTS and not spec.agent_command:
+            raise RefusedError("run_not_resumable", f"baton does not know the agent {record.agent!r}")
+        entry = agent_entry(spec)  # an --agent-cmd run starts its recorded command again
+        if repo is not None:  # perhaps on another machine sharing the store: the tree of the latest snapshot
+            await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
+        launch = self.launcher.prepare(spec, entry, Gatekeeper(policy, Path(spec.repo)))
+        await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
+        await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
+        plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
+        plan = replace(
+            plan, spec=replace(plan.spec, scenario=spec.scenario), params={**plan.params, "model_source": launch.source}
+        )
+        await self._record_model_source(plan.run_id, launch.source)
+        session = None
+        if launch.in_process:
+            spent = spend_from_log(await self.log.read(plan.run_id))
+            session = ClaudeSession(plan.resume_session_id, plan.continues_deferred, spent)
+        execution = self._execution(
+            plan.run_id,
+            plan.spec,
+            launch.start(plan.run_id, plan.spec, claude=session),
+            ask_human,
+            resume=plan.params,
+            resumed_from=plan.resumed_from,
+            restore=None if launch.in_process else plan.restore,
+            model_source=launch.source,
+        )
+        if launch.in_process and plan.resume_session_id is not None:
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch)
+        return plan, execution
+
+    async def _restart(self, record: RunRecord, ask_human: AskHuman | None, scenario: str | None) -> RunExecution:
+        """A queued run whose process died before it started: take it over and start it from its
+        beginning (its spec from ``runs.request``), as ``start`` would have."""
+        spec = spec_of_request(record)
+        if spec is None:
+            raise RefusedError(
+                "run_not_resumable",
+                f"run {record.id} was queued by a process that died before it started, and its request "
+                "was not recorded; start the task again",
+            )
+        if scenario is not None:
+            spec = replace(spec, scenario=scenario)
+        entry, gatekeeper = await self._admit(spec, except_run=record.id)
+        launch = self.launcher.prepare(spec, entry, gatekeeper)
+        if not await self.store.claim_run(
+            record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
+        ):
+            raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+        return self._execution(record.id, spec, launch.start(record.id, spec), ask_human, model_source=launch.source)
+
+    async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
+        """Everything that refuses a start before anything is recorded: the repository, the agent,
+        the budget, a busy workspace (early; the store's claim decides a race)."""
+        repo = require_repo(spec.repo)
+        entry = agent_entry(spec)
+        await check_workspace_free(self.store, repo.resolve(), except_run=except_run)
+        budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
+        require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
+        policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
+        check_run_sandbox(self.settings, spec)
+        return entry, Gatekeeper(policy, repo.resolve())
+
+    async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
+        """The run's ``runs.request`` names the model source it continues on (``resume --scenario``
+        changes it; a run continuing an ended one records it here first)."""
+        record = await self.store.get_run(run_id)
+        request = record.request if isinstance(record.request, dict) else {}
+        recorded = request.get("model_source")
+        if recorded == source or (isinstance(recorded, dict) and recorded.get("kind") == source["kind"] == "endpoint"):
+            return  # an endpoint run keeps the endpoint it started on as its record
+        await self.store.update_run(run_id, request={**request, "model_source": source})
+
+    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch) -> RebuiltFallback:
+        """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
+
+        async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
+            params: ResumeParams = {**plan.params, "path": "rebuilt"}
+            prompt = rebuilt_prompt(plan.conversation, params["prompt"])
+            session = ClaudeSession(None, False, spend_from_log(await self.log.read(plan.run_id)))
+            return launch.start(plan.run_id, plan.spec, claude=session).agent, params, prompt
+
+        return rebuilt
+
+    def _execution(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        launched: LaunchedAgent,
+        ask_human: AskHuman | None,
+        *,
+        resume: ResumeParams | None = None,
+        resumed_from: str | None = None,
+        restore: AgentRestore | None = None,
+        model_source: dict[str, Any] | None = None,
+    ) -> RunExecution:
+        self.log.open_run(run_id)
+        return RunExecution(
+            run_id=run_id,
+            spec=spec,
+            store=self.store,
+            log=self.log,
+            gatekeeper=launched.gatekeeper,
+            agent=launched.agent,
+            start_timeout=self.settings.agent_start_timeout_seconds,
+            entry=launched.entry,
+            resume=resume,
+            resumed_from=resumed_from,
+            restore=restore,
+            ask_human=ask_human,
+            model_source=model_source,
+            inbox_poll_seconds=self.settings.inbox_poll_seconds,
+            idle_seconds=self.settings.interactive_idle_seconds,
+            gate_grace_seconds=self.settings.gate_grace_seconds,
+            gate_expiry_seconds=self.settings.gate_expiry_seconds,
+            snapshots=recorder_for(
+                run_id=run_id,
+                run_dir=self.settings.run_dir(run_id),
+                repo=Path(spec.repo).resolve(),
+                home=self.settings.home,
+                log=self.log,
+                store=self.store,
+            ),
+        )
