@@ -16,7 +16,6 @@ from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repos
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
 from baton.server.state import server_state
-from baton.server.summaries import run_summaries
 
 __all__ = ["router"]
 
@@ -131,6 +130,6 @@ async def list_runs(
     listed = RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
     if not summary:  # the list as it always was, without the key
         return JSONResponse(listed.model_dump(exclude={"summaries"}))
-    found = await run_summaries(state.baton.store.engine, [record.id for record in page])
+    found = await state.baton.store.run_summaries([record.id for record in page])
     listed.summaries = {run_id: RunSummary.model_validate(values) for run_id, values in found.items()}
     return JSONResponse(listed.model_dump())

@@ -1,4 +1,5 @@
-"""What a list of runs shows beside the run object: pending gates and token totals.
+"""What a list of runs shows beside the run object: pending gates and token totals (a blocking
+function; :meth:`~baton.store.store.Store.run_summaries` runs it in a thread).
 
 ``GET /v1/runs?summary=true`` adds ``summaries: {run_id: {pending_gates, input_tokens,
 output_tokens}}`` for the page's runs. Tokens are the sums over the run's turns of the usage
@@ -10,9 +11,7 @@ log's ``method`` column, never by projecting the logs.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine, func, select
@@ -22,13 +21,9 @@ from baton.store.tables import gates, log_entries, runs
 __all__ = ["run_summaries"]
 
 
-async def run_summaries(engine: Engine, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def run_summaries(engine: Engine, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     if not run_ids:
         return {}
-    return await asyncio.to_thread(_read, engine, list(run_ids))
-
-
-def _read(engine: Engine, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     found = {run_id: {"pending_gates": 0, "input_tokens": 0, "output_tokens": 0} for run_id in run_ids}
     with engine.connect() as connection:
         pending = connection.execute(
