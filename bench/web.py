@@ -47,13 +47,15 @@ new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) window.__bench.longest = Math.max(window.__bench.longest, entry.duration);
 }).observe({type: "longtask", buffered: true});
 new MutationObserver((records) => {
+  const bench = window.__bench;
+  const all = (node, selector) => [...(node.matches(selector) ? [node] : []), ...node.querySelectorAll(selector)];
   for (const record of records) for (const node of record.addedNodes) {
     if (!(node instanceof Element)) continue;
-    const found = node.matches("li.ev") ? node : node.querySelector && node.querySelector("li.ev");
-    if (found && window.__bench.first === null) window.__bench.first = performance.now();
-    if (node.matches("li[data-end]") || (node.querySelector && node.querySelector("li[data-end]"))) window.__bench.end = performance.now();
-    const cards = node.matches("[data-gate-id]") ? [node] : [...(node.querySelectorAll ? node.querySelectorAll("[data-gate-id]") : [])];
-    for (const card of cards) if (!(card.dataset.gateId in window.__bench.cards)) window.__bench.cards[card.dataset.gateId] = Date.now();
+    if (bench.first === null && all(node, "li.ev").length) bench.first = performance.now();
+    if (all(node, "li[data-end]").length) bench.end = performance.now();
+    for (const card of all(node, "[data-gate-id]")) {
+      if (!(card.dataset.gateId in bench.cards)) bench.cards[card.dataset.gateId] = Date.now();
+    }
   }
 }).observe(document, {childList: true, subtree: true});
 """
