@@ -55,6 +55,13 @@ class Settings:
     sandbox: str | None = None
     sandbox_mount_ro: tuple[Path, ...] = ()
     sandbox_mount_rw: tuple[Path, ...] = ()
+    # The result as a branch (docs/workspaces.md "Results"), the ``[result]`` table: the commit's
+    # author ("Name <email>"); push the branch when made (None: for clones only); a shell command
+    # run after the push (a pull request); a branch at the end of in-place runs too.
+    result_author: str = "baton <baton@localhost>"
+    result_push: bool | None = None
+    result_on_branch: str | None = None
+    result_branch_in_place: bool = False
 
     @property
     def resolved_database_url(self) -> str:
@@ -106,6 +113,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
+    values.update(_result_from_toml(path, data.pop("result", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -132,6 +140,26 @@ def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
         if not isinstance(paths, list) or not all(isinstance(item, str) for item in paths):
             raise UsageError("config_invalid", f"{path}: sandbox.{key} is a list of paths")
         values[f"sandbox_{key}"] = tuple(Path(item) for item in paths)
+    return values
+
+
+_RESULT_KEYS: dict[str, type] = {"author": str, "push": bool, "on_branch": str, "branch_in_place": bool}
+
+
+def _result_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[result]``: ``author``, ``push``, ``on_branch``, ``branch_in_place``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f"{path}: result is a table ([result])")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        kind = _RESULT_KEYS.get(key)
+        if kind is None:
+            raise UsageError("config_invalid", f"{path}: result.{key} is not a setting ({', '.join(_RESULT_KEYS)})")
+        if not isinstance(value, kind):
+            raise UsageError("config_invalid", f"{path}: result.{key} is a {kind.__name__}")
+        values[f"result_{key}"] = value
     return values
 
 

@@ -5,7 +5,7 @@ the HTTP server and the Python API print as-is. Foreign exceptions are translate
 where a library is called (``raise BatonX(...) from exc``).
 
     BatonError (code)
-    ├── UsageError            invalid_argument, config_invalid, request_invalid
+    ├── UsageError            invalid_argument, config_invalid, request_invalid, cassette_invalid
     ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
@@ -13,11 +13,12 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
-    │                         sandbox_unavailable, invalid_transition
+    │                         sandbox_unavailable, invalid_transition, branch_exists,
+    │                         merge_conflict, push_failed
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
-    │                         session_not_found
+    │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
-    │                         budget_exhausted
+    │                         budget_exhausted, replay_mismatch
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
     │                         plan_edit_invalid, edit_not_supported
@@ -77,7 +78,7 @@ class BatonError(Exception):
 
 
 class UsageError(BatonError):
-    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid"})
+    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid", "cassette_invalid"})
 
 
 class RefusedError(BatonError):
@@ -105,19 +106,36 @@ class RefusedError(BatonError):
             "net_not_allowed",
             "sandbox_unavailable",
             "invalid_transition",
+            "branch_exists",
+            "merge_conflict",
+            "push_failed",
         }
     )
 
 
 class NotFoundError(BatonError):
     family_codes = frozenset(
-        {"run_not_found", "task_not_found", "gate_not_found", "snapshot_not_found", "session_not_found"}
+        {
+            "run_not_found",
+            "task_not_found",
+            "gate_not_found",
+            "snapshot_not_found",
+            "session_not_found",
+            "branch_not_found",
+        }
     )
 
 
 class AgentError(BatonError):
     family_codes = frozenset(
-        {"agent_not_installed", "agent_start_timeout", "agent_exited", "agent_error", "budget_exhausted"}
+        {
+            "agent_not_installed",
+            "agent_start_timeout",
+            "agent_exited",
+            "agent_error",
+            "budget_exhausted",
+            "replay_mismatch",
+        }
     )
 
 

@@ -84,6 +84,7 @@ def test_runs_json_gives_design_run_objects_with_dead_executors_as_interrupted(
         "finished_at",
         "total_cost_usd",
         "repo",
+        "workspace",
     }
     by_id = {run["id"]: run for run in objects}
     assert (by_id[runs["finished"]]["status"], by_id[runs["finished"]]["total_cost_usd"]) == ("finished", 0.25)

@@ -22,6 +22,7 @@ RUN_OBJECT_KEYS = {
     "finished_at",
     "total_cost_usd",
     "repo",
+    "workspace",
 }
 
 

@@ -8,6 +8,7 @@ sees it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from acp._transport import Transport
@@ -28,8 +29,16 @@ class EntrySink(Protocol):
 class TappingTransport:
     """Wraps the host's end of a transport; logs with ``method`` resolved for responses."""
 
-    def __init__(self, inner: Transport, sink: EntrySink, run_id: str) -> None:
+    def __init__(
+        self,
+        inner: Transport,
+        sink: EntrySink,
+        run_id: str,
+        *,
+        stamp: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._inner = inner
+        self._stamp = stamp  # adds to an outgoing message before it is logged (``_meta.traceparent``)
         self._sink = sink
         self._run_id = run_id
         self._sent_requests: dict[Any, str] = {}
@@ -51,6 +60,8 @@ class TappingTransport:
         method = self._method_of(message, self._received_requests)
         if "method" in message and "id" in message:
             self._sent_requests[message["id"]] = str(message["method"])
+            if self._stamp is not None:
+                self._stamp(message)
         self._log("to_agent", method, message)
         await self._inner.send(message)
 

@@ -87,9 +87,18 @@ def build_spec(
     sandbox: str | None = None,
     mount_ro: list[str] | None = None,
     mount_rw: list[str] | None = None,
+    record: Path | None = None,
+    replay: Path | None = None,
+    replay_timing: str = "fast",
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``."""
     require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
+    if record is not None and replay is not None:
+        raise UsageError("invalid_argument", "--record and --replay are exclusive")
+    if replay is not None and scenario is not None:
+        raise UsageError("invalid_argument", "--replay and --scenario are exclusive (the cassette answers)")
+    if replay_timing not in ("real", "fast"):
+        raise UsageError("invalid_argument", f"--replay-timing is real or fast, not {replay_timing!r}")
     agent_command: tuple[str, ...] = ()
     if agent_cmd is not None:
         from baton.agents.command import COMMAND_AGENT
@@ -124,4 +133,7 @@ def build_spec(
         sandbox=sandbox,
         mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
         mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
+        record=Path(record).absolute() if record is not None else None,
+        replay=Path(replay).absolute() if replay is not None else None,
+        replay_timing="real" if replay_timing == "real" else "fast",
     )

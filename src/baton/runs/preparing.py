@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
@@ -20,11 +20,13 @@ from baton.config import Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
 from baton.runs.handoff import restore_latest_snapshot
 from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, PreparedLaunch, agent_entry
+from baton.runs.model_source import RunModel
 from baton.runs.parking import pending_gates
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
 from baton.runs.sandboxing import check_run_sandbox
@@ -33,13 +35,25 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
 
+if TYPE_CHECKING:
+    from baton.observability import Telemetry
+
 __all__ = ["Preparer"]
 
 
 class Preparer:
     """The executions of one :class:`~baton.runs.Baton`'s runs."""
 
-    def __init__(self, settings: Settings, store: Store, log: SessionLog, launcher: Launcher) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        log: SessionLog,
+        launcher: Launcher,
+        *,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.telemetry = telemetry  # the process's (baton.observability), handed to each execution
         self.settings = settings
         self.store = store
         self.log = log
@@ -48,7 +62,16 @@ class Preparer:
     async def start(self, spec: RunSpec, ask_human: AskHuman | None) -> RunExecution:
         """Check the request, record the run (``workspace_busy`` atomically with it), build its execution."""
         entry, gatekeeper = await self._admit(spec)
-        launch = self.launcher.prepare(spec, entry, gatekeeper)
+        launch, model = await self.launcher.prepare_new(spec, entry, gatekeeper)
+        try:
+            return await self._start(spec, ask_human, launch, model)
+        except BaseException:
+            await model.aclose()
+            raise
+
+    async def _start(
+        self, spec: RunSpec, ask_human: AskHuman | None, launch: PreparedLaunch, model: RunModel
+    ) -> RunExecution:
         repo = str(Path(spec.repo).resolve())
         record = await self.store.create_run(
             agent=spec.agent,
@@ -67,7 +90,16 @@ class Preparer:
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
-        return self._execution(record.id, spec, launch.start(record.id, spec), ask_human, model_source=launch.source)
+        return self._with_model(record.id, spec, launch, model, ask_human)
+
+    def _with_model(
+        self, run_id: str, spec: RunSpec, launch: PreparedLaunch, model: RunModel, ask_human: AskHuman | None
+    ) -> RunExecution:
+        """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
+        model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
+        execution = self._execution(run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source)
+        execution.run_model = model
+        return execution
 
     async def resume(
         self,
@@ -142,12 +174,20 @@ class Preparer:
         if scenario is not None:
             spec = replace(spec, scenario=scenario)
         entry, gatekeeper = await self._admit(spec, except_run=record.id)
-        launch = self.launcher.prepare(spec, entry, gatekeeper)
-        if not await self.store.claim_run(
-            record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
-        ):
-            raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-        return self._execution(record.id, spec, launch.start(record.id, spec), ask_human, model_source=launch.source)
+        # A restart replays its cassette again, but never records over one.
+        launch, model = await self.launcher.prepare_new(replace(spec, record=None), entry, gatekeeper)
+        try:
+            if not await self.store.claim_run(
+                record.id,
+                expected_executor=record.executor_id,
+                executor_id=this_executor_id(),
+                exclusive=holds_workspace,
+            ):
+                raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+            return self._with_model(record.id, spec, launch, model, ask_human)
+        except BaseException:
+            await model.aclose()
+            raise
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -209,6 +249,8 @@ class Preparer:
             restore=restore,
             ask_human=ask_human,
             model_source=model_source,
+            telemetry=self.telemetry,
+            results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,

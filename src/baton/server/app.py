@@ -23,7 +23,7 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, gates, health, runs, session, snapshots, tasks
+from baton.server.routes import commands, events, gates, health, metrics, results, runs, session, snapshots, tasks
 from baton.server.routing import add_routers
 from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
@@ -77,7 +77,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
         from baton.runs.adoption import Adopter
 
-        async with Baton(settings) as runner:
+        async with Baton(settings, metrics=True) as runner:
             if local_token is not None:
                 runner.redactor.add(local_token)  # a bearer token never reaches a log
             app.state.baton_server = ServerState(
@@ -121,6 +121,8 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         commands.router,
         gates.router,
         tasks.router,
+        metrics.router,
+        results.router,
         session.router,
         web.router,  # the web app at / (docs/web.md): a client of the routes above
     )

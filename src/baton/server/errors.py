@@ -38,6 +38,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "invalid_argument": 400,
     "config_invalid": 500,
     "request_invalid": 422,
+    "cassette_invalid": 400,
     # 401 / 403: who you are, what you may do.
     "token_missing": 401,
     "token_invalid": 401,
@@ -58,6 +59,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "gate_not_found": 404,
     "snapshot_not_found": 404,
     "session_not_found": 404,
+    "branch_not_found": 404,
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
     "run_not_running": 409,
@@ -71,6 +73,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "base_commit_missing": 409,
     "workspace_busy": 409,
     "workspace_dirty": 409,
+    "branch_exists": 409,
+    "merge_conflict": 409,
+    "push_failed": 409,
     "gate_not_pending": 409,
     "gate_kind_mismatch": 409,
     "gate_not_resumable": 409,
@@ -104,6 +109,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_exited": 502,
     "agent_error": 502,
     "budget_exhausted": 409,
+    "replay_mismatch": 409,
     "upstream_unreachable": 502,
     "upstream_tls": 502,
     "upstream_failed": 502,

@@ -71,6 +71,23 @@ class CreateRunRequest(_Request):
     deny: list[str] = Field(default_factory=list, description="Deny rules, e.g. 'Write(secrets/**)'.")
     run_mode: RunMode = "background"
     budget: Budget | None = None
+    record: str | None = Field(
+        default=None, description="Record the model traffic to this cassette in BATON_HOME/cassettes."
+    )
+    replay: str | None = Field(
+        default=None, description="Answer from this cassette in BATON_HOME/cassettes (no model)."
+    )
+    replay_timing: Literal["real", "fast"] = "fast"
+
+
+class ForkRunRequest(_Request):
+    prompt: str | None = Field(
+        default=None, min_length=1, description="What to tell the agent after the kept conversation."
+    )
+    turn: int | None = Field(default=None, ge=1, description="Keep the conversation through this turn.")
+    seq: int | None = Field(default=None, ge=1, description="Keep the log through this entry.")
+    repo: str | None = Field(default=None, description="The fork's working tree (default: the original's).")
+    record: str | None = Field(default=None, description="Record the fork's model traffic (in BATON_HOME/cassettes).")
 
 
 class CreateTaskRequest(_Request):
@@ -113,6 +130,17 @@ class SnapshotList(BaseModel):
     snapshots: list[Snapshot]
 
 
+class Workspace(BaseModel):
+    """Where a run worked and the branch it left (docs/workspaces.md)."""
+
+    kind: Literal["worktree", "clone", "in-place"]
+    path: str | None
+    base_commit: str | None
+    branch: str | None = Field(description="The branch baton made of the run's result; null before one is made.")
+    head_commit: str | None = Field(description="That branch's commit.")
+    pull_request_url: str | None = Field(description="The URL result.on_branch printed last.")
+
+
 class Run(BaseModel):
     """The run object (docs/design.md "CLI contract"), the same for the CLI's --json and HTTP."""
 
@@ -128,6 +156,62 @@ class Run(BaseModel):
     finished_at: str | None
     total_cost_usd: float | None
     repo: str | None
+    workspace: Workspace
+
+
+class BranchRequest(_Request):
+    snapshot_id: str | None = Field(default=None, description="The snapshot to commit (default: the last one).")
+    name: str | None = Field(default=None, description="The branch's name (default: baton/<short run id>).")
+
+
+class PushRequest(_Request):
+    remote: str | None = Field(default=None, description="The remote to push to (default: origin).")
+
+
+class MergeRequest(_Request):
+    into: str | None = Field(default=None, description="The branch to merge into (default: the checked-out one).")
+
+
+class BranchResult(BaseModel):
+    """What POST /v1/runs/{id}/branch did; ``branch`` null (``reason: no_changes``) when the run changed nothing."""
+
+    run_id: str
+    snapshot_id: str | None
+    branch: str | None
+    reason: str | None = None
+    commit: str | None = None
+    base: str | None = None
+    files_changed: int | None = None
+    insertions: int | None = None
+    deletions: int | None = None
+    skipped: list[dict[str, str]] = Field(
+        default_factory=list, description="Files the snapshots left out: path, reason."
+    )
+    pushed_to: str | None = None
+    push_error: dict[str, Any] | None = Field(default=None, description="{code, message} when the push failed.")
+    pull_request_url: str | None = None
+
+
+class RunResult(BaseModel):
+    """A run's ``result``: its branch, where it was pushed and merged, its pull request."""
+
+    model_config = ConfigDict(extra="allow")
+
+    branch: str
+    commit: str
+    base: str | None
+    repository: str
+    pushed_to: str | None = None
+    merged_into: str | None = None
+    pull_request_url: str | None = None
+
+
+class MergeResult(BaseModel):
+    branch: str
+    into: str
+    kind: Literal["fast-forward", "merge", "up-to-date"]
+    before: str = Field(description="The target branch's commit before the merge.")
+    commit: str = Field(description="Its commit after.")
 
 
 class RunSummary(BaseModel):

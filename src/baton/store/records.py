@@ -126,14 +126,36 @@ class RunRecord:
     # What it was asked to do beyond the columns above (prompt, allow/deny/ask, agent command);
     # None for runs recorded before baton kept it, and runs continuing an ended one.
     request: dict[str, Any] | None = None
+    # What it delivered (baton.results): ``branch, commit, base, repository, pushed_to?,
+    # merged_into?, pull_request_url?``; None until a branch is made.
+    result: dict[str, Any] | None = None
 
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    @property
+    def workspace(self) -> dict[str, Any]:
+        """The run object's ``workspace``: where the run worked (``runs.request.workspace``; a run
+        recorded without one worked in place, in its repository) and the branch it left."""
+        request = self.request if isinstance(self.request, dict) else {}
+        asked = request.get("workspace")
+        asked = asked if isinstance(asked, dict) else {}
+        result = self.result if isinstance(self.result, dict) else {}
+        return {
+            "kind": asked.get("kind") or "in-place",
+            "path": asked.get("path") or self.repo or self.cwd,
+            "base_commit": asked.get("base_commit") or result.get("base"),
+            "branch": result.get("branch"),
+            "head_commit": result.get("commit"),
+            "pull_request_url": result.get("pull_request_url"),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         fields = asdict(self)
-        return {name: fields[name] for name in _PUBLIC_FIELDS}
+        body = {name: fields[name] for name in _PUBLIC_FIELDS}
+        body["workspace"] = self.workspace
+        return body
 
 
 _PUBLIC_FIELDS: Final = (

@@ -64,6 +64,7 @@ UPDATABLE_FIELDS: Final = frozenset(
         "executor_id",
         "heartbeat_at",
         "request",
+        "result",
     }
 )
 _RECORD_COLUMNS: Final = RECORD_COLUMNS

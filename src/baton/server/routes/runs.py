@@ -8,10 +8,19 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
-from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus, RunSummary
+from baton.server.models import (
+    CreateRunRequest,
+    ErrorResponse,
+    ForkRunRequest,
+    Run,
+    RunList,
+    RunStatus,
+    RunSummary,
+)
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
@@ -86,8 +95,46 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         task_id=body.task_id,
         run_mode=body.run_mode,
         owner=principal.sub,
+        record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
+        replay=cassette_path(body.replay, state.baton.settings.home) if body.replay else None,
+        replay_timing=body.replay_timing,
     )
+    if spec.record is not None and spec.replay is not None:
+        raise UsageError("invalid_argument", "record and replay are exclusive")
     handle = await state.baton.start(spec)
+    state.handles[handle.run_id] = handle
+    return run_object(await state.runs.get_run(handle.run_id))
+
+
+@router.post(
+    "/{run_id}/fork",
+    status_code=201,
+    response_model=Run,
+    responses={
+        400: {"model": ErrorResponse, "description": "invalid_argument (a turn or seq the run does not have)"},
+        403: {"model": ErrorResponse, "description": "scope_missing, repository_not_allowed"},
+        404: {"model": ErrorResponse, "description": "run_not_found"},
+        409: {"model": ErrorResponse, "description": "workspace_dirty, workspace_busy"},
+    },
+)
+async def fork_run(run_id: str, body: ForkRunRequest, request: Request, principal: _Writer) -> Run:
+    """A new run with the conversation of ``run_id`` up to a turn (or log entry) and its snapshot there."""
+    state = server_state(request)
+    state.commands.take(principal.sub)
+    if principal.run_id is not None:
+        raise AuthError("scope_missing", "this token is limited to one run; it starts no other")
+    original = await visible_run(request, principal, run_id)
+    repo = allowed_repository(body.repo, state.config) if body.repo else None
+    changes = {"owner": principal.sub}
+    handle = await state.baton.fork(
+        original.id,
+        body.prompt,
+        turn=body.turn,
+        seq=body.seq,
+        repo=repo,
+        record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
+        **changes,
+    )
     state.handles[handle.run_id] = handle
     return run_object(await state.runs.get_run(handle.run_id))
 
