@@ -66,6 +66,10 @@ def test_a_run_watched_live_then_reloaded_shows_every_event_once(
     expect(events.locator("code").filter(has_text="echo hi")).to_be_visible()  # the Markdown's inline code
     expect(page.locator("#diff-out, .diff-out")).to_contain_text("+++ b/hello.txt")
     expect(page.locator(".facts")).to_contain_text("Tokens")
+    # The result as a branch, from the page (POST /v1/runs/{id}/branch); then push and merge are offered.
+    page.get_by_role("button", name="Make a branch").click()
+    expect(page.locator(".facts")).to_contain_text("Branch", timeout=15_000)
+    expect(page.get_by_role("button", name="Merge")).to_be_visible()
     shot(page, "run-1280")
     page.set_viewport_size(PHONE)
     header_links_visible(page)

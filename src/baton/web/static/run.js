@@ -93,7 +93,10 @@ class RunView {
   showControls() {
     const run = this.run;
     clear(this.controls);
-    if (!ACTIVE.has(run.status)) return;
+    if (!ACTIVE.has(run.status)) {
+      this.showResultControls();
+      return;
+    }
     const feedback = h("p", { class: "muted small", "aria-live": "polite" });
     const act = async (method, params, done) => {
       feedback.className = "muted small";
@@ -126,6 +129,45 @@ class RunView {
       ),
       feedback,
     );
+  }
+
+  // An ended run's result as a branch: make it, push it, merge it (POST /v1/runs/{id}/branch|push|merge).
+  showResultControls() {
+    const run = this.run;
+    const workspace = run.workspace && typeof run.workspace === "object" ? run.workspace : null;
+    const feedback = h("p", { class: "muted small", "aria-live": "polite" });
+    const path = (what) => `/v1/runs/${encodeURIComponent(run.id)}/${what}`;
+    const act = async (what, body, done) => {
+      feedback.className = "muted small";
+      feedback.textContent = "Working…";
+      try {
+        const answer = await api("POST", path(what), body);
+        feedback.textContent = done(answer);
+        this.run = await api("GET", `/v1/runs/${encodeURIComponent(run.id)}`);
+        this.showFacts();
+        this.showControls();
+        const after = this.controls.querySelector("[data-result-feedback]");
+        if (after) after.textContent = feedback.textContent;
+      } catch (error) {
+        feedback.className = "error small";
+        feedback.textContent = describeError(error);
+      }
+    };
+    feedback.dataset.resultFeedback = "";
+    const buttons = h("div", { class: "row" });
+    if (!workspace || !workspace.branch) {
+      buttons.append(h("button", { type: "button", onclick: () => act("branch", {}, (a) => (a.branch ? `Branch ${a.branch} made (${a.files_changed ?? "?"} files).` : `No branch: ${a.reason || "nothing changed"}.`)) }, "Make a branch"));
+    } else {
+      const remote = h("input", { type: "text", id: "push-remote", placeholder: "origin", autocomplete: "off" });
+      const into = h("input", { type: "text", id: "merge-into", placeholder: "the checked-out branch", autocomplete: "off" });
+      buttons.append(
+        h("div", { class: "field" }, h("label", { for: "push-remote" }, "Remote"), remote),
+        h("button", { type: "button", onclick: () => act("push", remote.value.trim() ? { remote: remote.value.trim() } : {}, (a) => `Pushed ${a.branch} to ${a.pushed_to || "the remote"}.`) }, "Push"),
+        h("div", { class: "field" }, h("label", { for: "merge-into" }, "Merge into"), into),
+        h("button", { type: "button", onclick: () => act("merge", into.value.trim() ? { into: into.value.trim() } : {}, (a) => `Merged ${a.branch} into ${a.into} (${a.kind}).`) }, "Merge"),
+      );
+    }
+    this.controls.append(h("h2", { class: "small-h" }, "Result"), buttons, feedback);
   }
 
   start() {
