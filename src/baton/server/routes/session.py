@@ -72,7 +72,10 @@ async def sign_in(body: SignInRequest, request: Request) -> Response:
     return response
 
 
-@router.get("", response_model=Session)
+_BEARER_OR_COOKIE = {"security": [{"HTTPBearer": []}]}  # or the session cookie
+
+
+@router.get("", response_model=Session, openapi_extra=_BEARER_OR_COOKIE)
 async def who(request: Request) -> Response:
     """Who the caller is: the session's subject, scopes and CSRF token (or the bearer token's)."""
     state = server_state(request)
@@ -85,7 +88,12 @@ async def who(request: Request) -> Response:
     return JSONResponse(_body(state.authenticator.authenticate(authorization), None))
 
 
-@router.delete("", status_code=204, responses={403: {"model": ErrorResponse, "description": "csrf_failed"}})
+@router.delete(
+    "",
+    status_code=204,
+    responses={403: {"model": ErrorResponse, "description": "csrf_failed"}},
+    openapi_extra=_BEARER_OR_COOKIE,
+)
 async def sign_out(request: Request) -> Response:
     """End the session (sign out); the cookie is cleared."""
     state = server_state(request)
