@@ -72,7 +72,7 @@ async def sign_in(body: SignInRequest, request: Request) -> Response:
     return response
 
 
-_BEARER_OR_COOKIE = {"security": [{"HTTPBearer": []}]}  # or the session cookie
+_BEARER_OR_COOKIE: dict[str, Any] = {"security": [{"HTTPBearer": []}]}  # or the session cookie
 
 
 @router.get("", response_model=Session, openapi_extra=_BEARER_OR_COOKIE)
