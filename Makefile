@@ -11,7 +11,8 @@ ONLY ?=
 
 # Everything the test suite needs on a fresh Debian machine (as root the missing system packages
 # are installed): the venv with the `test` extra (moto's S3 server included), the pinned agents,
-# bwrap, Chromium (the web app's browser tests) and Postgres's binaries. The tests start their own Postgres and S3 servers.
+# bwrap, Chromium (the web app's browser tests) and Postgres's binaries. The tests start their
+# own Postgres and S3 servers.
 setup: $(STAMP) $(AGENTS_STAMP) bwrap chromium postgres-deps
 
 # Debian's python3 makes no venv without its python3-venv package (ensurepip is left out).
