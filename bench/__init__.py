@@ -33,6 +33,7 @@ MODULES: dict[str, str] = {
     "sse_fanout": "bench.sse_fanout",
     "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
+    "web": "bench.web",
     "workflows": "bench.workflows",
 }
 

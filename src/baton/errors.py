@@ -25,7 +25,8 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── WorkspaceError        path_outside_workspace, archive_unsafe_entry, archive_too_large,
     │                         archive_corrupt, archive_version_unsupported
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
-    │                         token_audience, token_algorithm, token_kid, scope_missing
+    │                         token_audience, token_algorithm, token_kid, scope_missing,
+    │                         session_expired, csrf_failed
     ├── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
     └── StorageError          storage_unavailable, storage_busy, storage_conflict, storage_error,
                               log_write_failed (baton.store.storage_errors maps the database's)
@@ -176,6 +177,8 @@ class AuthError(BatonError):
             "token_algorithm",
             "token_kid",
             "scope_missing",
+            "session_expired",
+            "csrf_failed",
         }
     )
 

@@ -33,7 +33,10 @@ __all__ = [
     "RunList",
     "RunMode",
     "RunStatus",
+    "RunSummary",
+    "Session",
     "SetPermissionModeParams",
+    "SignInRequest",
     "Snapshot",
     "SnapshotList",
     "Task",
@@ -211,9 +214,35 @@ class MergeResult(BaseModel):
     commit: str = Field(description="Its commit after.")
 
 
+class RunSummary(BaseModel):
+    """What a list of runs shows beside each run (``GET /v1/runs?summary=true``)."""
+
+    pending_gates: int = Field(description="Gates of the run waiting for a decision.")
+    input_tokens: int = Field(description="Input tokens over the run's turns, as its agent reported them.")
+    output_tokens: int = Field(description="Output tokens over the run's turns.")
+
+
 class RunList(BaseModel):
     runs: list[Run]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+    summaries: dict[str, RunSummary] | None = Field(
+        default=None, description="With ?summary=true: each listed run's summary, by run id."
+    )
+
+
+class Session(BaseModel):
+    """A browser session (docs/web.md): who signed in, and the CSRF token its changes must carry."""
+
+    sub: str
+    scopes: list[str]
+    run_id: str | None = None
+    task_id: str | None = None
+    csrf_token: str | None = Field(description="Send it as X-CSRF-Token on every change; null for a bearer token.")
+    expires_at: str | None = Field(description="When the session ends (UTC); null for a bearer token.")
+
+
+class SignInRequest(_Request):
+    token: str = Field(min_length=1, description="The local token (`baton token`) or an RS256 JWT.")
 
 
 class Health(BaseModel):
@@ -294,6 +323,9 @@ class Gate(BaseModel):
     summary: str
     created_at: str
     expires_at: str | None
+    suggested_rule: str | None = Field(
+        default=None, description='The rule approving with remember: "session" would allow (tool gates; null: refused).'
+    )
     decision: dict[str, Any] | None = Field(default=None, description="The recorded decision, once decided.")
     decided_by: str | None = None
     decided_at: str | None = None

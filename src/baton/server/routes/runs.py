@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -12,7 +12,15 @@ from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
-from baton.server.models import CreateRunRequest, ErrorResponse, ForkRunRequest, Run, RunList, RunStatus
+from baton.server.models import (
+    CreateRunRequest,
+    ErrorResponse,
+    ForkRunRequest,
+    Run,
+    RunList,
+    RunStatus,
+    RunSummary,
+)
 from baton.server.routes._access import AUTH_RESPONSES, NOT_FOUND, allowed_repository, visible_run, with_scope
 from baton.server.routes.tasks import visible_task
 from baton.server.routing import DirectRoute
@@ -136,19 +144,39 @@ async def list_runs(
     request: Request,
     principal: _Reader,
     status: Annotated[RunStatus | None, Query(description="Only runs with this status.")] = None,
+    agent: Annotated[str | None, Query(description="Only runs of this agent.")] = None,
+    repo: Annotated[str | None, Query(description="Only runs on this repository (its path as listed).")] = None,
+    order: Annotated[Literal["oldest", "newest"], Query(description="oldest (default) or newest first.")] = "oldest",
+    summary: Annotated[bool, Query(description="Add summaries: pending gates and tokens of each listed run.")] = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-) -> RunList:
-    """The caller's runs (every run for admin), oldest first."""
+) -> Response:
+    """The caller's runs (every run for admin), oldest first (``order=newest``: newest first)."""
     state = server_state(request)
-    records = [r for r in await state.runs.list_runs(status) if principal.may_see(r.id, r.owner, r.task_id)]
+    records = [
+        r
+        for r in await state.runs.list_runs(status)
+        if principal.may_see(r.id, r.owner, r.task_id)
+        and (agent is None or r.agent == agent)
+        and (repo is None or r.repo == repo)
+    ]
+    newest = order == "newest"
+    if newest:
+        records.reverse()
     start = 0
     if cursor is not None:
         ids = [record.id for record in records]
         if cursor in ids:
             start = ids.index(cursor) + 1
-        else:  # the cursor's run is gone or filtered out: continue after it by id order
-            start = next((i for i, record in enumerate(records) if record.id > cursor), len(records))
+        else:  # the cursor's run is gone or filtered out: continue after it in id order
+            start = next(
+                (i for i, r in enumerate(records) if (r.id < cursor if newest else r.id > cursor)), len(records)
+            )
     page = records[start : start + limit]
     more = start + limit < len(records)
-    return RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
+    listed = RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
+    if not summary:  # the list as it always was, without the key
+        return JSONResponse(listed.model_dump(exclude={"summaries"}))
+    found = await state.baton.store.run_summaries([record.id for record in page])
+    listed.summaries = {run_id: RunSummary.model_validate(values) for run_id, values in found.items()}
+    return JSONResponse(listed.model_dump())
