@@ -6,11 +6,15 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from baton.errors import UsageError
 
-__all__ = ["DEFAULT_ENV_PASSTHROUGH", "Settings"]
+__all__ = ["AGENTS_DIR", "DEFAULT_ENV_PASSTHROUGH", "VERSION", "Settings"]
+
+VERSION: Final = "0.1.0"  # baton's version (``baton.__version__``)
+AGENTS_DIR: Final = Path(os.environ.get("BATON_AGENTS_DIR") or Path(__file__).resolve().parents[2] / "agents")
+"""The npm prefix ``make setup`` installs pinned agents into (``BATON_AGENTS_DIR`` elsewhere)."""
 
 DEFAULT_ENV_PASSTHROUGH: tuple[str, ...] = (
     "CLAUDE_CODE_MAX_RETRIES",

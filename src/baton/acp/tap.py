@@ -9,21 +9,12 @@ sees it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from acp._transport import Transport
+from baton.acp.transport import Transport
+from baton.events.entry import Direction, EntrySink
 
-from baton.events.entry import Direction
-
-__all__ = ["EntrySink", "TappingTransport"]
-
-
-class EntrySink(Protocol):
-    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
-
-    async def drain(self) -> None:
-        """Wait while too many entries are waiting for the disk (backpressure)."""
-        ...
+__all__ = ["EntrySink", "TappingTransport"]  # EntrySink: baton.events.entry's, named here too
 
 
 class TappingTransport:

@@ -36,7 +36,7 @@ from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import ShadowRepo, Snapshot
 
 if TYPE_CHECKING:  # the ACP package costs ~0.5 s to import: CLI commands that read snapshots never need it
-    from baton.acp.tap import EntrySink
+    from baton.events.entry import EntrySink
 
 __all__ = ["STORED_FIELDS", "TREE_SNAPSHOT", "SnapshotRecorder"]
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
-
-if TYPE_CHECKING:
-    from baton.gates.decisions import GateKind
+from typing import Any, Final, Literal, get_args
 
 __all__ = [
     "DECISION_INBOX_KIND",
@@ -21,6 +18,7 @@ __all__ = [
     "RUN_MODES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
+    "GateKind",
     "GateRecord",
     "GateStatus",
     "RunMode",
@@ -39,6 +37,7 @@ RUN_STATUSES: Final[frozenset[str]] = frozenset(get_args(RunStatus))
 RUN_MODES: Final[frozenset[str]] = frozenset(get_args(RunMode))
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"finished", "failed", "cancelled"})
 DECISION_INBOX_KIND: Final = "gate_decision"  # the inbox command a gate decision wakes its run with
+GateKind = Literal["tool", "question", "plan_review", "resource_limit"]
 GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
 GATE_STATUSES: Final[frozenset[str]] = frozenset(get_args(GateStatus))
 
