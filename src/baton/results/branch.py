@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from baton.errors import RefusedError, UsageError
 from baton.results.repository import Repository
-from baton.snapshots._git import GitFailed, clean_environment, feed_git, run_git
+from baton.snapshots import GitFailed, clean_environment, feed_git, run_git
 from baton.snapshots.archive import Manifest, iter_streamed_members
 
 __all__ = ["Author", "Made", "check_branch_name", "commit_archive"]

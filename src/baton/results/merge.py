@@ -22,7 +22,7 @@ from typing import Any, Literal
 from baton.errors import NotFoundError, RefusedError, UsageError
 from baton.results.branch import Author
 from baton.results.repository import Repository
-from baton.snapshots._git import GitFailed
+from baton.snapshots import GitFailed
 
 __all__ = ["Merged", "merge_branch"]
 

@@ -18,7 +18,7 @@ from typing import Final
 
 from baton.errors import RefusedError
 from baton.results.repository import Repository, user_environment
-from baton.snapshots._git import GitFailed
+from baton.snapshots import GitFailed
 
 __all__ = ["HOOK_TIMEOUT_SECONDS", "HookRun", "push_branch", "run_on_branch"]
 

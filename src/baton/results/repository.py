@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import UsageError
-from baton.snapshots._git import GitFailed, clean_environment, run_git
+from baton.snapshots import GitFailed, clean_environment, run_git
 
 __all__ = ["Repository", "user_environment"]
 

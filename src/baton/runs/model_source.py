@@ -36,8 +36,7 @@ if TYPE_CHECKING:  # not at import: baton.runs.spec (and so the CLI's start-up) 
     from baton.cassettes import CassetteRecorder
     from baton.sandbox import ModelProxy
     from baton.store.redact import Redactor
-    from baton.testing import CassettePlayer, ScriptedModelServer
-    from baton.testing._replay import ReplayTiming
+    from baton.testing import CassettePlayer, ReplayTiming, ScriptedModelServer
 
 __all__ = [
     "ModelEndpoint",

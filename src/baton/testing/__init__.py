@@ -7,7 +7,7 @@ scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Te
 
 from __future__ import annotations
 
-from baton.testing._replay import CassettePlayer
+from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._sample import copy_sample_repo
 from baton.testing._scenario import (
     Failure,
@@ -27,6 +27,7 @@ __all__ = [
     "CertificateAuthority",
     "Failure",
     "RecordedRequest",
+    "ReplayTiming",
     "Scenario",
     "ScriptedModelServer",
     "Step",
