@@ -7,12 +7,13 @@ AGENTS_STAMP := agents/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 ONLY ?=
 
-.PHONY: setup test lint types pytest postgres-deps bwrap demo bench clean constraints
+.PHONY: setup test lint types pytest postgres-deps bwrap chromium demo bench clean constraints
 
 # Everything the test suite needs on a fresh Debian machine (as root the missing system packages
 # are installed): the venv with the `test` extra (moto's S3 server included), the pinned agents,
-# bwrap, and Postgres's binaries. The tests start their own Postgres and S3 servers.
-setup: $(STAMP) $(AGENTS_STAMP) bwrap postgres-deps
+# bwrap, Chromium (the web app's browser tests) and Postgres's binaries. The tests start their
+# own Postgres and S3 servers.
+setup: $(STAMP) $(AGENTS_STAMP) bwrap chromium postgres-deps
 
 # Debian's python3 makes no venv without its python3-venv package (ensurepip is left out).
 $(STAMP): pyproject.toml constraints.txt
@@ -42,6 +43,14 @@ bwrap:
 	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap curl; \
 	else echo "bwrap: install Debian's bubblewrap package (baton contains agents with it; codex needs it)" >&2; exit 1; fi
+
+# The web app's tests (tests/web) drive Debian's Chromium through Playwright's executable_path;
+# Playwright never downloads a browser.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	else echo "chromium: install Debian's chromium package (the web app's browser tests drive it)" >&2; exit 1; fi
 
 lint: setup
 	$(BIN)/ruff check src tests bench

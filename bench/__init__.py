@@ -24,6 +24,8 @@ MODULES: dict[str, str] = {
     "idle_cpu": "bench.idle_cpu",
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",
+    "otel_export_overhead": "bench.otel_export",
+    "replay": "bench.replay",
     "resume": "bench.resume",
     "sandbox_proxy": "bench.sandbox_proxy",
     "sandbox": "bench.sandbox",
@@ -31,6 +33,7 @@ MODULES: dict[str, str] = {
     "sse_fanout": "bench.sse_fanout",
     "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
+    "web": "bench.web",
     "workflows": "bench.workflows",
     "workspaces": "bench.workspaces",
 }

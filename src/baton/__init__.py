@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from baton.config import Settings
+from baton.config import VERSION, Settings
 from baton.errors import BatonError
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Baton", "BatonError", "RunSpec", "Runs", "Settings", "__version__"]
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 _LAZY = {"Baton": "baton.runs.api", "RunSpec": "baton.runs.spec", "Runs": "baton.runs.queries"}
 

@@ -6,11 +6,23 @@ import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from baton.errors import UsageError
 
-__all__ = ["DEFAULT_ENV_PASSTHROUGH", "WORKSPACE_KINDS", "Settings", "check_workspace_kind", "parse_duration"]
+__all__ = [
+    "AGENTS_DIR",
+    "DEFAULT_ENV_PASSTHROUGH",
+    "VERSION",
+    "WORKSPACE_KINDS",
+    "Settings",
+    "check_workspace_kind",
+    "parse_duration",
+]
+
+VERSION: Final = "0.1.0"  # baton's version (``baton.__version__``)
+AGENTS_DIR: Final = Path(os.environ.get("BATON_AGENTS_DIR") or Path(__file__).resolve().parents[2] / "agents")
+"""The npm prefix ``make setup`` installs pinned agents into (``BATON_AGENTS_DIR`` elsewhere)."""
 
 DEFAULT_ENV_PASSTHROUGH: tuple[str, ...] = (
     "CLAUDE_CODE_MAX_RETRIES",
@@ -62,6 +74,13 @@ class Settings:
     workspace_retention_seconds: float | None = None
     # Repositories (paths or URLs) whose ``.baton/setup`` runs without ``--setup``.
     workspace_trusted: tuple[str, ...] = ()
+    # The result as a branch (docs/workspaces.md "Results"), the ``[result]`` table: the commit's
+    # author ("Name <email>"); push the branch when made (None: for clones only); a shell command
+    # run after the push (a pull request); a branch at the end of in-place runs too.
+    result_author: str = "baton <baton@localhost>"
+    result_push: bool | None = None
+    result_on_branch: str | None = None
+    result_branch_in_place: bool = False
 
     @property
     def resolved_database_url(self) -> str:
@@ -118,6 +137,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
         raise UsageError("config_invalid", f"cannot read {path}: {exc}") from exc
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
     values.update(_workspace_from_toml(path, data.pop("workspace", None)))
+    values.update(_result_from_toml(path, data.pop("result", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -193,6 +213,26 @@ def parse_duration(text: str, source: str = "--older-than") -> float:
         code = "invalid_argument" if source.startswith("--") else "config_invalid"
         raise UsageError(code, f"{source}: {text!r} is not a duration (e.g. 7d, 12h, 30m)")
     return seconds
+
+
+_RESULT_KEYS: dict[str, type] = {"author": str, "push": bool, "on_branch": str, "branch_in_place": bool}
+
+
+def _result_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[result]``: ``author``, ``push``, ``on_branch``, ``branch_in_place``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f"{path}: result is a table ([result])")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        kind = _RESULT_KEYS.get(key)
+        if kind is None:
+            raise UsageError("config_invalid", f"{path}: result.{key} is not a setting ({', '.join(_RESULT_KEYS)})")
+        if not isinstance(value, kind):
+            raise UsageError("config_invalid", f"{path}: result.{key} is a {kind.__name__}")
+        values[f"result_{key}"] = value
+    return values
 
 
 def _from_env(env: dict[str, str]) -> dict[str, Any]:

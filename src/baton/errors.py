@@ -5,7 +5,7 @@ the HTTP server and the Python API print as-is. Foreign exceptions are translate
 where a library is called (``raise BatonX(...) from exc``).
 
     BatonError (code)
-    ├── UsageError            invalid_argument, config_invalid, request_invalid
+    ├── UsageError            invalid_argument, config_invalid, request_invalid, cassette_invalid
     ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
@@ -13,11 +13,12 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         run_not_resumable, run_exists, base_commit_missing,
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
-    │                         sandbox_unavailable, invalid_transition, branch_not_merged
+    │                         sandbox_unavailable, invalid_transition, branch_exists,
+    │                         merge_conflict, push_failed, branch_not_merged
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
-    │                         session_not_found
+    │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
-    │                         budget_exhausted
+    │                         budget_exhausted, replay_mismatch
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
     │                         plan_edit_invalid, edit_not_supported
@@ -25,7 +26,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         archive_corrupt, archive_version_unsupported, workspace_failed,
     │                         ref_not_found, clone_failed, workspace_setup_failed
     ├── AuthError             token_missing, token_invalid, token_expired, token_not_yet_valid,
-    │                         token_audience, token_algorithm, token_kid, scope_missing
+    │                         token_audience, token_algorithm, token_kid, scope_missing,
+    │                         session_expired, csrf_failed
     ├── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
     └── StorageError          storage_unavailable, storage_busy, storage_conflict, storage_error,
                               log_write_failed (baton.store.storage_errors maps the database's)
@@ -77,7 +79,7 @@ class BatonError(Exception):
 
 
 class UsageError(BatonError):
-    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid"})
+    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid", "cassette_invalid"})
 
 
 class RefusedError(BatonError):
@@ -106,19 +108,36 @@ class RefusedError(BatonError):
             "sandbox_unavailable",
             "invalid_transition",
             "branch_not_merged",
+            "branch_exists",
+            "merge_conflict",
+            "push_failed",
         }
     )
 
 
 class NotFoundError(BatonError):
     family_codes = frozenset(
-        {"run_not_found", "task_not_found", "gate_not_found", "snapshot_not_found", "session_not_found"}
+        {
+            "run_not_found",
+            "task_not_found",
+            "gate_not_found",
+            "snapshot_not_found",
+            "session_not_found",
+            "branch_not_found",
+        }
     )
 
 
 class AgentError(BatonError):
     family_codes = frozenset(
-        {"agent_not_installed", "agent_start_timeout", "agent_exited", "agent_error", "budget_exhausted"}
+        {
+            "agent_not_installed",
+            "agent_start_timeout",
+            "agent_exited",
+            "agent_error",
+            "budget_exhausted",
+            "replay_mismatch",
+        }
     )
 
 
@@ -164,6 +183,8 @@ class AuthError(BatonError):
             "token_algorithm",
             "token_kid",
             "scope_missing",
+            "session_expired",
+            "csrf_failed",
         }
     )
 

@@ -106,3 +106,21 @@ def test_logs_of_an_unknown_run_is_run_not_found(baton_here: InvokeBaton) -> Non
 
 def test_logs_without_json_reports_errors_plainly(baton_here: InvokeBaton) -> None:
     assert "run_nope" in refused_plainly(baton_here("logs", "run_nope"), 1, "run_not_found")
+
+
+def test_record_and_replay_options_are_checked_before_a_run_exists(
+    baton_here: InvokeBaton, repo: Path, tmp_path: Path
+) -> None:
+    run = ("run", "go", "--repo", str(repo))
+    both = baton_here(*run, "--record", str(tmp_path / "a.jsonl"), "--replay", str(tmp_path / "b.jsonl"))
+    assert "exclusive" in refused_plainly(both, 2, "invalid_argument")
+    with_scenario = baton_here(*run, "--scenario", "plain", "--replay", str(tmp_path / "b.jsonl"))
+    assert "exclusive" in refused_plainly(with_scenario, 2, "invalid_argument")
+    assert "real or fast" in refused_plainly(
+        baton_here(*run, "--replay", str(tmp_path / "b.jsonl"), "--replay-timing", "slow"), 2, "invalid_argument"
+    )
+    (tmp_path / "bad.jsonl").write_text('{"baton_cassette": 9}\n')
+    assert "version 9" in refused_plainly(
+        baton_here(*run, "--replay", str(tmp_path / "bad.jsonl")), 2, "cassette_invalid"
+    )
+    assert "run_nope" in refused_plainly(baton_here("fork", "run_nope", "--turn", "1"), 1, "run_not_found")

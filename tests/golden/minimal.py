@@ -186,6 +186,26 @@ def snapshot_captured() -> EntryLog:
     )
 
 
+def branch_created() -> EntryLog:
+    """The branch a worktree run leaves, logged before its final status; the note after the status
+    (a branch made once the run had ended) yields nothing: task.finished stays the last event."""
+    created = {
+        "branch": "baton/4r3p2n8q",
+        "commit": "3f1c0d7e5b9a2c4d6e8f0a1b2c3d4e5f6a7b8c9d",
+        "base": "9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c",
+        "files_changed": 2,
+        "insertions": 5,
+        "deletions": 1,
+        "skipped": [{"path": ".env", "reason": "secret"}],
+        "snapshot_id": "s2",
+        "repository": CWD,
+    }
+    log = _with("branch_created", created)
+    log.baton("status", {"status": "finished", "reason": "end_turn", "stop_reason": "end_turn"})
+    log.baton("branch_created", {**created, "branch": "baton/later", "commit": "0" * 40})
+    return log
+
+
 def turn_finished() -> EntryLog:
     usage = {"input_tokens": 100, "output_tokens": 20}
     return _with(
@@ -235,6 +255,7 @@ MINIMAL: dict[str, Callable[[], EntryLog]] = {
     "gate.opened": gate_opened,
     "gate.resolved": gate_resolved,
     "snapshot.captured": snapshot_captured,
+    "branch.created": branch_created,
     "turn.finished": turn_finished,
     "task.finished": task_finished,
     "task.failed": task_failed,

@@ -21,13 +21,17 @@ def test_serve_answers_with_the_local_token_and_stops_on_sigint(
     _, process = started
     try:
         assert process.stderr is not None
-        url = None
+        url = sign_in = None
         for line in process.stderr:
             if match := re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line):
                 url = match.group(1)
+            if match := re.match(r"Sign in: (\S+)$", line):
+                sign_in = match.group(1)
                 break
         assert url, "baton serve did not start"
         token = invoke_in_process(monkeypatch, tmp_path / "home", "token").stdout.strip()
+        # The web app's sign-in link (docs/web.md): the token in the fragment, never sent to the server.
+        assert sign_in == f"{url}/login#token={token}"
         assert (tmp_path / "home" / "api-token").stat().st_mode & 0o777 == 0o600
         assert httpx.get(url + "/health").json()["status"] == "ok"
         assert httpx.get(url + "/v1/runs", headers={"Authorization": f"Bearer {token}"}).json()["runs"] == []

@@ -111,6 +111,8 @@ def test_get_run_returns_the_run_object(server: RunningServer, client: httpx.Cli
         "id", "task_id", "agent", "model", "permission_mode", "run_mode", "status", "status_reason",
         "created_at", "finished_at", "total_cost_usd", "repo", "workspace",
     }  # fmt: skip
+    assert response.json()["workspace"] == {"kind": "in-place", "path": record.repo, "base_commit": None,
+                                            "branch": None, "head_commit": None, "pull_request_url": None}  # fmt: skip
     missing = client.get("/v1/runs/run_nope")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
 
@@ -355,3 +357,22 @@ def test_huge_headers_are_refused_with_431(server: RunningServer) -> None:
     many = {**server.headers(), **{f"X-H{index}": "v" * 200 for index in range(400)}}
     assert httpx.get(server.base_url + "/v1/runs", headers=many).status_code == 431
     assert httpx.get(server.base_url + "/v1/runs", headers=server.headers()).status_code == 200
+
+
+def test_a_cassette_over_http_must_be_inside_baton_home_cassettes(
+    client: httpx.Client, server: RunningServer, repo: Path
+) -> None:
+    for field in ("record", "replay"):
+        for outside in ("../escape.jsonl", "/etc/passwd", ""):
+            body = (
+                {"prompt": "go", "repo": str(repo), field: outside}
+                if outside
+                else {"prompt": "go", "repo": str(repo), field: "."}
+            )
+            response = client.post("/v1/runs", json=body)
+            assert response.status_code == 400, (field, outside, response.text)
+            error = response.json()["error"]
+            assert error["code"] == "invalid_argument" and "cassettes" in error["message"]
+    missing = client.post("/v1/runs", json={"prompt": "go", "repo": str(repo), "replay": "none.jsonl"})
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "cassette_invalid"
+    assert str(server.state.settings.home / "cassettes" / "none.jsonl") in missing.json()["error"]["message"]

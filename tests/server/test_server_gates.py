@@ -92,7 +92,8 @@ def test_a_token_lists_only_the_gates_it_may_see(server: RunningServer, key: Key
     listed = alice.get("/v1/gates")
     assert listed.status_code == 200, listed.text
     assert [g["id"] for g in listed.json()["gates"]] == [first.id, second.id]
-    assert listed.json()["gates"][0] == first.to_json()
+    # The CLI's gate object, and the rule "Always for this run" would store (docs/web.md).
+    assert listed.json()["gates"][0] == {**first.to_json(), "suggested_rule": "Bash(npm test:*)"}
     assert {g["id"] for g in admin.get("/v1/gates").json()["gates"]} >= {first.id, second.id, other.id}
     assert [g["id"] for g in one_run.get("/v1/gates").json()["gates"]] == [second.id]
     error_of(one_run.get(f"/v1/gates?run_id={mine}"), 404, "run_not_found")

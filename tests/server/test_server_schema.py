@@ -104,7 +104,9 @@ def _published_schema() -> dict[str, Any]:
         return create_app(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": home})).openapi()
 
 
-schema = schemathesis.openapi.from_dict(_published_schema())
+# GET /v1/gates/events never ends by itself (a live stream of every gate change, docs/web.md):
+# its own tests read it (tests/server/test_server_web_api.py).
+schema = schemathesis.openapi.from_dict(_published_schema()).exclude(path="/v1/gates/events")
 
 
 @schema.parametrize()

@@ -313,3 +313,27 @@ async def test_the_writer_reconnects_when_postgres_drops_its_connection(store: S
             log.append(run_id, "baton", None, message(n))
         await log.flush()
         assert [entry["seq"] for entry in await log.read(run_id)] == [1, 2, 3, 4, 5]
+
+
+async def test_the_commit_observer_sees_each_committed_entry_once_in_order_redacted(
+    log: SessionLog, run_id: str
+) -> None:
+    seen: list[LogEntry] = []
+    log.observe_commits(seen.extend)
+    for n in range(50):
+        log.append(run_id, "to_agent", "m", {**message(n), "secret": "canary-secret-1234"})
+    await log.flush()
+    assert [entry["seq"] for entry in seen] == list(range(1, 51))
+    assert all(entry["payload"]["secret"] == REDACTED for entry in seen)
+    assert seen == await log.read(run_id)
+
+
+async def test_an_observer_that_raises_costs_nothing_but_itself(log: SessionLog, run_id: str) -> None:
+    def broken(entries: list[LogEntry]) -> None:
+        raise RuntimeError("the telemetry broke")
+
+    log.observe_commits(broken)
+    for n in range(5):
+        log.append(run_id, "to_agent", "m", message(n))
+    await log.flush()
+    assert [entry["seq"] for entry in await log.read(run_id)] == [1, 2, 3, 4, 5]

@@ -31,6 +31,7 @@ class RunStartedParams(TypedDict):
     deny: NotRequired[list[str]]
     ask: NotRequired[list[str]]
     resumed_from: NotRequired[str]  # the ended run whose conversation this run continues
+    forked_from: NotRequired[dict[str, Any]]  # {run_id, seq, turn, snapshot_id}: baton fork (docs/resume.md)
     prompt: NotRequired[str]  # the task as the user gave it
     agent_command: NotRequired[list[str]]  # --agent-cmd
     trust_agent_permissions: NotRequired[bool]  # only what that agent asks is gated

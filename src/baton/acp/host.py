@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from acp import RequestError
-from acp._transport import Transport
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
@@ -30,6 +29,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from baton.acp.transport import Transport
 from baton.acp.workspace import Workspace, workspace_error
 from baton.agents.registry import AgentEntry, bound_input_hash, claude_bound_input
 from baton.errors import WorkspaceError

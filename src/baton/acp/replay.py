@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from acp import RequestError
-from acp._transport import Transport
 from acp.schema import AgentCapabilities, NewSessionResponse
 
 from baton.acp.extensions import ResumeParams
+from baton.acp.transport import Transport
 
 __all__ = ["AgentRestore", "ReplayTagger", "restore_session", "tag_replayed"]
 

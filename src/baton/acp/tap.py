@@ -8,28 +8,28 @@ sees it.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from acp._transport import Transport
+from baton.acp.transport import Transport
+from baton.events.entry import Direction, EntrySink
 
-from baton.events.entry import Direction
-
-__all__ = ["EntrySink", "TappingTransport"]
-
-
-class EntrySink(Protocol):
-    def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int: ...
-
-    async def drain(self) -> None:
-        """Wait while too many entries are waiting for the disk (backpressure)."""
-        ...
+__all__ = ["EntrySink", "TappingTransport"]  # EntrySink: baton.events.entry's, named here too
 
 
 class TappingTransport:
     """Wraps the host's end of a transport; logs with ``method`` resolved for responses."""
 
-    def __init__(self, inner: Transport, sink: EntrySink, run_id: str) -> None:
+    def __init__(
+        self,
+        inner: Transport,
+        sink: EntrySink,
+        run_id: str,
+        *,
+        stamp: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._inner = inner
+        self._stamp = stamp  # adds to an outgoing message before it is logged (``_meta.traceparent``)
         self._sink = sink
         self._run_id = run_id
         self._sent_requests: dict[Any, str] = {}
@@ -51,6 +51,8 @@ class TappingTransport:
         method = self._method_of(message, self._received_requests)
         if "method" in message and "id" in message:
             self._sent_requests[message["id"]] = str(message["method"])
+            if self._stamp is not None:
+                self._stamp(message)
         self._log("to_agent", method, message)
         await self._inner.send(message)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from acp._transport import Transport
+from baton.acp.transport import Transport
 
 if TYPE_CHECKING:
     from baton.sandbox.plan import SandboxPlan

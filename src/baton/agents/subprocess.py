@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp._transport import Transport
-
+from baton.acp.transport import Transport
 from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.errors import AgentError

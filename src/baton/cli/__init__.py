@@ -6,10 +6,12 @@ from __future__ import annotations
 from baton.cli import acp as _acp  # noqa: F401  (registers a command)
 from baton.cli import agent_server as _agent_server  # noqa: F401
 from baton.cli import agents as _agents  # noqa: F401
+from baton.cli import fork as _fork  # noqa: F401
 from baton.cli import gates as _gates  # noqa: F401
 from baton.cli import handoff as _handoff  # noqa: F401
 from baton.cli import logs as _logs  # noqa: F401
 from baton.cli import model_server as _model_server  # noqa: F401
+from baton.cli import results as _results  # noqa: F401
 from baton.cli import resume as _resume  # noqa: F401
 from baton.cli import run as _run  # noqa: F401
 from baton.cli import runs as _runs  # noqa: F401

@@ -34,5 +34,18 @@ def _options(
         bool,
         typer.Option("--version", help="Print baton's version and exit.", callback=_print_version, is_eager=True),
     ] = False,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="baton's own log lines on stderr: text or json (JSON lines, with the run id of a run's).",
+        ),
+    ] = None,
 ) -> None:
     """Run AI coding agents on tasks in git repositories; every run observable and durable."""
+    if log_format is not None:
+        if log_format not in ("text", "json"):
+            raise typer.BadParameter("--log-format is text or json")
+        from baton.observability.baton_logs import configure_logging
+
+        configure_logging("json" if log_format == "json" else "text")

@@ -118,6 +118,17 @@ class LiveView:
         else:
             self.console.print(f"[bold red]✘ tests failed[/]{escape(framework)}")
 
+    def _branch_created(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(
+            f"[bold green]⎇ branch[/] {escape(str(data.get('branch')))} [dim]{escape(str(data.get('commit'))[:12])} · "
+            f"{data.get('files_changed')} files, +{data.get('insertions')} -{data.get('deletions')}[/]",
+            soft_wrap=True,
+        )
+        for skipped in data.get("skipped") or ():
+            self.console.print(
+                f"[yellow]  left out:[/] {escape(str(skipped.get('path')))} ({escape(str(skipped.get('reason')))})"
+            )
+
     def _turn_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         if self._open_gates:
             return  # the agent was stopped for a park: the park says so

@@ -117,6 +117,9 @@ def build_spec(
     ref: str | None = None,
     include_uncommitted: bool = False,
     setup: str | None = None,
+    record: Path | None = None,
+    replay: Path | None = None,
+    replay_timing: str = "fast",
 ) -> RunSpec:
     """The run the options describe; ``--agent-cmd`` (any ACP agent) excludes ``--agent``; a URL
     as ``--repo`` is cloned (docs/workspaces.md)."""
@@ -126,6 +129,12 @@ def build_spec(
     repo = Path() if repo_url is not None else Path(repo)
     if repo_url is None:
         require_repo(repo)  # before any agent code is imported: a typo in --repo is answered at once
+    if record is not None and replay is not None:
+        raise UsageError("invalid_argument", "--record and --replay are exclusive")
+    if replay is not None and scenario is not None:
+        raise UsageError("invalid_argument", "--replay and --scenario are exclusive (the cassette answers)")
+    if replay_timing not in ("real", "fast"):
+        raise UsageError("invalid_argument", f"--replay-timing is real or fast, not {replay_timing!r}")
     agent_command: tuple[str, ...] = ()
     if agent_cmd is not None:
         from baton.agents.command import COMMAND_AGENT
@@ -166,4 +175,7 @@ def build_spec(
         ref=ref,
         include_uncommitted=include_uncommitted,
         setup=setup,
+        record=Path(record).absolute() if record is not None else None,
+        replay=Path(replay).absolute() if replay is not None else None,
+        replay_timing="real" if replay_timing == "real" else "fast",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -65,6 +66,17 @@ def run_command(
             "--scenario", help="Use baton's scripted model with this scenario (remembered: resumes and workers use it)."
         ),
     ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option("--record", help="Record the model traffic to this cassette (docs/scenarios.md)."),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option("--replay", help="Answer from this cassette instead of a model (no endpoint or key)."),
+    ] = None,
+    replay_timing: Annotated[
+        str, typer.Option("--replay-timing", help="real: the recorded pacing; fast: every answer at once.")
+    ] = "fast",
     json_output: Annotated[bool, typer.Option("--json", help="One runner event per line on stdout.")] = False,
     interactive: Annotated[
         bool,
@@ -108,6 +120,9 @@ def run_command(
             ref=ref,
             include_uncommitted=include_uncommitted,
             setup=setup,
+            record=record,
+            replay=replay,
+            replay_timing=replay_timing,
         )
         code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))
     except BatonError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.config import Settings
 from baton.errors import BatonError
+
+if TYPE_CHECKING:
+    from baton.server.config import ServerConfig
 
 __all__ = ["serve_command"]
 
@@ -34,5 +37,21 @@ def serve_command(
     else:
         auth = f"local token in {config.local_token_path(settings)} (`baton token`)"
     sys.stderr.write(f"baton serve: http://{host}:{port} — auth: {auth}\n")
+    server = BatonServer(application, host=host, port=port, max_header_bytes=config.max_header_bytes)
+    server.on_listening = lambda bound: _announce_sign_in(settings, config, host, bound)
+    server.run()
+
+
+def _announce_sign_in(settings: Settings, config: ServerConfig, host: str, port: int) -> None:
+    """``Sign in: URL`` on stderr once the socket listens, before the first request is served.
+
+    The local token rides in the URL's fragment (``#token=…``), which a browser never sends:
+    it stays out of request lines and access logs; the sign-in page posts it once and drops it.
+    """
+    from baton.server.auth import ensure_local_token
+
+    address = f"http://{'[' + host + ']' if ':' in host else host}:{port}/login"
+    if not config.jwt_public_keys:
+        address += "#token=" + ensure_local_token(config.local_token_path(settings))
+    sys.stderr.write(f"Sign in: {address}\n")
     sys.stderr.flush()
-    BatonServer(application, host=host, port=port, max_header_bytes=config.max_header_bytes).run()

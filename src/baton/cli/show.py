@@ -40,9 +40,9 @@ def show_command(
         if key == "sandbox":
             sys.stdout.write(f"{'sandbox:':<18} {_sandbox_line(value)}\n")
             continue
-        if key == "workspace":  # docs/workspaces.md
-            shown = ", ".join(f"{name} {value[name]}" for name in value if name != "kind" and value[name] is not None)
-            sys.stdout.write(f"{'workspace:':<18} {value['kind']} ({shown})\n")
+        if key == "workspace":
+            for name, detail in value.items():
+                sys.stdout.write(f"{name + ':':<18} {'-' if detail is None else detail}\n")
             continue
         sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     sys.stdout.write("transitions:\n")
@@ -70,11 +70,14 @@ async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
         transitions = await runs.transitions(run_id)
         last_seq = await runs.log_position(run_id)
         sandbox = await runs.last_note(run_id, "_baton/sandbox")
+        trace = await runs.last_note(run_id, "_baton/trace")
     body = record.to_dict()
     body.update({name: getattr(record, name) for name in _DETAILS})
     body["executor_id"] = record.executor_id
     body["executor_alive"] = executor_alive(record.executor_id, record.heartbeat_at)
     body["log_entries"] = last_seq
     body["sandbox"] = sandbox  # where the run's latest execution ran its agent (docs/sandbox.md)
+    # The latest execution's OpenTelemetry trace, when traces were exported (docs/observability.md).
+    body["trace_id"] = trace.get("trace_id") if trace else None
     body["transitions"] = [step.to_dict() for step in transitions]
     return body

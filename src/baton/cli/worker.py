@@ -26,26 +26,35 @@ def worker_command(
     interval: Annotated[
         float, typer.Option("--interval", min=0.05, help="Seconds between two scans for adoptable runs.")
     ] = 1.0,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port", min=0, max=65535, help="Serve GET /metrics (Prometheus) on 127.0.0.1:PORT (0: any)."
+        ),
+    ] = None,
 ) -> None:
     """Adopt and execute runs whose process died and which have work (an inbox message, a decided gate).
 
     SIGTERM or SIGINT stops adopting and waits for the runs executing here; a second one cancels them.
     """
     try:
-        code = asyncio.run(_work(Settings.load(), concurrency, interval))
+        code = asyncio.run(_work(Settings.load(), concurrency, interval, metrics_port))
     except BatonError as exc:
         code = report_error(exc, False)
     raise typer.Exit(code)
 
 
-async def _work(settings: Settings, concurrency: int | None, interval: float) -> int:
+async def _work(settings: Settings, concurrency: int | None, interval: float, metrics_port: int | None) -> int:
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
     from baton.runs.adoption import Adopter
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    async with Baton(settings, concurrency=concurrency) as baton:
+    async with Baton(settings, concurrency=concurrency, metrics=metrics_port is not None) as baton:
         runtime = await baton.runtime()  # an executing process: DBOS launches now
+        if metrics_port is not None and baton.telemetry is not None:  # None: OTEL_SDK_DISABLED
+            bound = baton.telemetry.serve_metrics(metrics_port)
+            sys.stderr.write(f"baton worker: metrics on http://127.0.0.1:{bound}/metrics\n")
 
         def on_signal() -> None:
             if stop.is_set():  # the second signal: cancel what still executes

@@ -28,6 +28,7 @@ EventType = Literal[
     "gate.opened",
     "gate.resolved",
     "snapshot.captured",
+    "branch.created",
     "turn.finished",
     "task.finished",
     "task.failed",
@@ -67,6 +68,10 @@ _PASS_THROUGH = {
     "_baton/tree_snapshot": (
         "snapshot.captured",
         ("snapshot_id", "tree_hash", "added", "modified", "deleted", "log_seq_from", "log_seq_to"),
+    ),
+    "_baton/branch_created": (
+        "branch.created",
+        ("branch", "commit", "base", "files_changed", "insertions", "deletions", "skipped"),
     ),
 }
 

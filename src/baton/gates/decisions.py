@@ -24,17 +24,26 @@ is recorded (the agent would run what it proposed while baton reported the edit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from baton.errors import GateError, UsageError
 from baton.gates.remember import suggested_rule
+from baton.store.records import GateKind
 
 if TYPE_CHECKING:
     from baton.gates.ledger import GateRecord
 
-__all__ = ["COMPARED_FIELDS", "EDIT_FIELDS", "GateKind", "body_kind", "check_decision", "refuse_edit", "same_decision"]
+__all__ = [
+    "AGENTS_APPLYING_EDITS",
+    "COMPARED_FIELDS",
+    "EDIT_FIELDS",
+    "GateKind",
+    "body_kind",
+    "check_decision",
+    "refuse_edit",
+    "same_decision",
+]
 
-GateKind = Literal["tool", "question", "plan_review", "resource_limit"]
 GATE_KINDS: Final[frozenset[str]] = frozenset(get_args(GateKind))
 
 _BINDING: Final = ("bound_call_id", "bound_input_hash")
@@ -63,6 +72,10 @@ COMPARED_FIELDS: Final = (
 )
 """What makes two decisions the same one (a retry); the binding was checked before."""
 EDIT_FIELDS: Final = ("updated_input", "edited_plan")
+# The agents (by their stored name) that run an approval's edited input: the registry's
+# ``applies_edits`` entries (tests/agents/test_registry_edits.py keeps the two equal). Named
+# here so deciding a gate needs no agent code (the gates layer sits below the agents).
+AGENTS_APPLYING_EDITS: Final = frozenset({"claude"})
 """The fields of a recorded decision that make the agent do something other than it proposed."""
 
 

@@ -24,7 +24,15 @@ from typing import Any, Final
 from baton.errors import GateError, NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
 from baton.gates import remember
-from baton.gates.decisions import EDIT_FIELDS, GATE_KINDS, GateKind, check_decision, refuse_edit, same_decision
+from baton.gates.decisions import (
+    AGENTS_APPLYING_EDITS,
+    EDIT_FIELDS,
+    GATE_KINDS,
+    GateKind,
+    check_decision,
+    refuse_edit,
+    same_decision,
+)
 from baton.store.records import DECISION_INBOX_KIND, GATE_STATUSES, GateRecord, GateStatus, new_gate_id
 from baton.store.store import Store
 
@@ -136,7 +144,7 @@ class GateLedger:
         decision = check_decision(gate, body, kind)
         if any(name in decision for name in EDIT_FIELDS):
             agent = await self._store.run_agent(gate.run_id)
-            refuse_edit(gate, decision, agent=agent, applies_edits=_applies_edits(agent))
+            refuse_edit(gate, decision, agent=agent, applies_edits=agent in AGENTS_APPLYING_EDITS)
         status = _RESOLVED_STATUS[decision["decision"]]
         decided = await self._store.decide_gate(gate, status, decision, decided_by)
         if decided is not None:
@@ -181,11 +189,3 @@ def cancel_denial(reason: str = "cancelled") -> dict[str, Any]:
 def suggested_rule(gate: GateRecord) -> str | None:
     """The rule approving ``gate`` with ``remember: "session"`` would store (None: remember is refused)."""
     return remember.suggested_rule(gate.tool_name, gate.input) if gate.kind == "tool" else None
-
-
-def _applies_edits(agent: str) -> bool:
-    # The registry's answer; imported here, for an edit only: importing the registry starts the
-    # agents' modules (about a second), which no other decision needs.
-    from baton.agents.registry import applies_edits
-
-    return applies_edits(agent)

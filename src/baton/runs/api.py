@@ -9,10 +9,12 @@ runtime (:mod:`baton.runs.workflows`). Reads go through :class:`~baton.runs.quer
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.host import AskHuman
 from baton.config import Settings
@@ -34,16 +36,41 @@ from baton.runs.spec import RunOutcome, RunSpec
 from baton.store import Redactor, RunRecord, SessionLog, Store
 
 if TYPE_CHECKING:
+    from baton.observability import Telemetry
     from baton.runs.workflows import DurableRuntime
 
 __all__ = ["Baton", "RunHandle", "agent_entry"]
 
 
+_log = logging.getLogger("baton.observability")
+
+
+def _start_telemetry(settings: Settings, redactor: Redactor, *, metrics: bool) -> Telemetry | None:
+    """The process's telemetry, or None (nothing configured: the SDK is not even imported)."""
+    from baton.observability.config import TelemetryConfig
+
+    config = TelemetryConfig.load(os.environ, settings.home)
+    if config.disabled or not (config.exporting or metrics):
+        return None
+    for value in config.headers.values():  # an exporter's credentials are secrets of baton's
+        if len(value) >= 8:
+            redactor.add(value)
+    from baton.observability import Telemetry
+
+    return Telemetry.start(config, prometheus=metrics)
+
+
 class Baton:
     """Opens the store and the session log; starts runs and reads them back."""
 
-    def __init__(self, settings: Settings | None = None, *, concurrency: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, concurrency: int | None = None, metrics: bool = False
+    ) -> None:
         self.settings = settings or Settings.load()
+        # Telemetry (docs/observability.md): the standard OTEL environment and baton.toml say what
+        # to export; ``metrics`` keeps the Prometheus registry ``GET /metrics`` serves.
+        self._metrics = metrics
+        self.telemetry: Telemetry | None = None
         # How many runs execute in this process at once; more wait ``queued`` (docs/runs.md).
         self.concurrency = concurrency or self.settings.concurrency
         self._durable: DurableRuntime | None = None  # DBOS, launched when this Baton first executes a run
@@ -62,9 +89,12 @@ class Baton:
         self.settings.home.mkdir(parents=True, exist_ok=True)
         self._store = Store.open(self.settings.resolved_database_url)
         self._log = SessionLog(self._store, self.redactor)
+        self.telemetry = _start_telemetry(self.settings, self.redactor, metrics=self._metrics)
+        if self.telemetry is not None:
+            self._log.observe_commits(self.telemetry.committed)
         await self._log.__aenter__()
         self._queries = Runs.over(self._store, self._log, self.settings)
-        self._preparer = Preparer(self.settings, self._store, self._log, self._launcher)
+        self._preparer = Preparer(self.settings, self._store, self._log, self._launcher, telemetry=self.telemetry)
         return self
 
     async def __aexit__(
@@ -87,6 +117,10 @@ class Baton:
             await workflows.release(self._durable)
         if self._log is not None:
             await self._log.aclose()
+        if self.telemetry is not None:  # flushed within a second, whatever the collector does
+            summary = await asyncio.to_thread(self.telemetry.shutdown, 1.0)
+            if summary is not None:
+                _log.warning("%s", summary)
         if self._store is not None:
             await self._store.aclose()
         await asyncio.to_thread(self._launcher.close)
@@ -235,6 +269,22 @@ class Baton:
     async def cancel_parked(self, run_id: str) -> bool:
         """End a parked run (``paused``, no live executor) as ``cancelled``; False when it is not parked."""
         return await end_parked(self.store, run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        prompt: str | None = None,
+        *,
+        turn: int | None = None,
+        seq: int | None = None,
+        repo: Path | None = None,
+        **spec_changes: Any,
+    ) -> RunHandle:
+        """A new run continuing ``run_id``'s conversation from turn ``turn`` (or log ``seq``) on the
+        snapshot taken there (baton.runs.forking); the original is only read."""
+        from baton.runs.forking import fork_run
+
+        return await fork_run(self, run_id, turn=turn, seq=seq, prompt=prompt, repo=repo, spec_changes=spec_changes)
 
     async def send(self, run_id: str, text: str) -> int:
         """A message for an interactive run (its next prompt); the inbox id."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities
@@ -30,15 +30,21 @@ from baton.agents.subprocess import SubprocessAgent
 from baton.errors import AgentError, RefusedError, WorkspaceError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Budget, Spend
+from baton.observability.baton_logs import CURRENT_RUN
+from baton.results import Results
 from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.lifecycle import RunLifecycle
+from baton.runs.model_source import RunModel
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
 from baton.workspaces.setup import WorkspaceSetup, run_setup
+
+if TYPE_CHECKING:
+    from baton.observability import RunTelemetry, Telemetry
 
 __all__ = ["RebuiltFallback", "RunExecution"]
 
@@ -104,9 +110,14 @@ class RunExecution:
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        telemetry: Telemetry | None = None,
+        results: Results | None = None,
     ) -> None:
         self.run_id = run_id
         self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
+        self._results = results  # the branch the run leaves at its end (baton.results)
+        self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
+        self._run_telemetry: RunTelemetry | None = None
         self._model_source = model_source  # logged in ``_baton/run_started``
         self._gate_grace = gate_grace_seconds  # a gate waits in-process this long, then the run parks
         self._gate_expiry = gate_expiry_seconds
@@ -134,6 +145,8 @@ class RunExecution:
         # A native resume whose agent cannot start (Claude Code: "No conversation found" for a
         # session a killed resume left half-written) continues on the rebuilt path instead.
         self.rebuilt_fallback: RebuiltFallback | None = None
+        # The run's own model proxy or replaying server (record/replay), closed when the run ends.
+        self.run_model: RunModel | None = None
 
     @property
     def _lifecycle(self) -> RunLifecycle:
@@ -151,8 +164,14 @@ class RunExecution:
         self._cancel.set()
 
     async def run(self) -> RunOutcome:
+        # baton's own log records of this run (and of the tasks it starts) carry its id.
+        CURRENT_RUN.set(self.run_id)
         spec, run_id = self.spec, self.run_id
         cwd = str(Path(spec.repo).resolve())
+        if self._telemetry is not None:  # the run's trace starts with its execution
+            self._run_telemetry = self._telemetry.begin_run(
+                run_id, task_id=spec.task_id, agent=spec.agent, owner=spec.owner
+            )
         reason = "started" if self._resume is None else "resumed"
         opening: dict[str, Any] = {}
         if self._resume is None or self._resumed_from is not None:
@@ -172,6 +191,8 @@ class RunExecution:
             }
             if self._resumed_from is not None:
                 run_started["resumed_from"] = self._resumed_from
+            if spec.forked_from is not None:
+                run_started["forked_from"] = dict(spec.forked_from)
             if spec.agent_command:
                 run_started["agent_command"] = list(spec.agent_command)
                 run_started["trust_agent_permissions"] = spec.trust_agent_permissions
@@ -187,6 +208,9 @@ class RunExecution:
         if self._resume is not None:
             opening["resume"] = self._resume
         await self._lifecycle.start(reason, this_executor_id(), opening)  # docs/resume.md: the row first
+        trace = self._run_telemetry.trace_note() if self._run_telemetry is not None else None
+        if trace is not None:  # where this execution's trace is (docs/observability.md)
+            self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
         started = time.monotonic()
@@ -197,11 +221,13 @@ class RunExecution:
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._close_model(outcome))
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
             code = exc.code if isinstance(exc, AgentError | WorkspaceError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
         return outcome
 
@@ -212,6 +238,18 @@ class RunExecution:
             self._note("setup", {"status": "skipped", "reason": skipped})
         if step is not None:
             await run_setup(step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox)
+
+    async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
+        """Close the run's own model (the cassette is whole then); a replay that met a request
+        the cassette did not hold fails the run with ``replay_mismatch``, whatever the agent said."""
+        model, self.run_model = self.run_model, None
+        if model is None:
+            return outcome
+        await model.aclose()
+        mismatch = model.mismatch()
+        if mismatch is None or outcome.status == "cancelled":
+            return outcome
+        return replace(outcome, status="failed", code=mismatch.code, message=mismatch.message, gate_id=None)
 
     async def _converse_or_rebuild(self, cwd: str) -> RunOutcome:
         try:
@@ -232,6 +270,11 @@ class RunExecution:
         if outcome.status == "paused":
             await self._park(outcome)
             return
+        if self._results is not None:  # the run's branch, logged before its final status
+            try:
+                await self._results.at_end(self.run_id, self._note, result=outcome.result)
+            except Exception as exc:  # the run ends whatever happened to its branch
+                self._note("error", {"code": "branch_failed", "message": f"{type(exc).__name__}: {exc}"[:4000]})
         params: StatusParams = {
             "status": outcome.status,
             "reason": outcome.code or outcome.stop_reason or "ended",
@@ -263,7 +306,8 @@ class RunExecution:
             if self._entry is not None:
                 transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log
-            tap = TappingTransport(transport, sink, self.run_id)
+            stamp = self._run_telemetry.stamp if self._run_telemetry is not None else None
+            tap = TappingTransport(transport, sink, self.run_id, stamp=stamp)
             self._gates = RunGates(
                 self._store,
                 self._lifecycle,

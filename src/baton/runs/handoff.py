@@ -59,8 +59,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-import baton
-from baton.config import Settings
+from baton.config import VERSION, Settings
 from baton.errors import NotFoundError, RefusedError, StorageError, UsageError, WorkspaceError
 from baton.events.entry import utc_timestamp
 from baton.runs._export_rows import (
@@ -256,7 +255,7 @@ def _write_export(
         latest = next((s["id"] for s in reversed(snapshot_rows) if s.get("archive_key")), None)
         manifest = {
             "format": EXPORT_FORMAT,
-            "baton_version": baton.__version__,
+            "baton_version": VERSION,
             "exported_at": utc_timestamp(),
             "source": {
                 "home": str(settings.home),

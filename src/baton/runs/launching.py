@@ -32,7 +32,7 @@ from baton.config import Settings
 from baton.errors import UsageError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Spend, claude_budget_left, claude_turns_left
-from baton.runs.model_source import ModelEndpoint, ScriptedModels
+from baton.runs.model_source import ModelEndpoint, RunModel, ScriptedModels, start_run_model
 from baton.runs.sandboxing import run_sandbox
 from baton.runs.spec import RunSpec
 from baton.store import Redactor
@@ -90,6 +90,33 @@ class Launcher:
         model = self.scripted.endpoint(entry, self.settings, spec.scenario)
         if spec.scenario is not None:
             self.redactor.add(self.scripted.key)
+        return self._prepared(spec, entry, gatekeeper, model)
+
+    async def prepare_new(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper
+    ) -> tuple[PreparedLaunch, RunModel]:
+        """``prepare`` for a run starting from its beginning, with the run's own model when it records
+        or replays a cassette (:func:`~baton.runs.model_source.start_run_model`); close the
+        ``RunModel`` if the run is not started after all."""
+        model = await start_run_model(
+            self.scripted,
+            entry,
+            self.settings,
+            scenario=spec.scenario,
+            record=spec.record,
+            replay=spec.replay,
+            replay_timing=spec.replay_timing,
+            redactor=self.redactor,
+        )
+        try:
+            return self._prepared(spec, entry, gatekeeper, model.endpoint), model
+        except BaseException:
+            await model.aclose()
+            raise
+
+    def _prepared(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, model: ModelEndpoint
+    ) -> PreparedLaunch:
         if entry.package is not None:
             prepared = prepare_subprocess_agent(
                 entry, gatekeeper, model.settings, parent=model.parent, budget_usd=spec.budget_usd

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.host import AskHuman
@@ -20,11 +20,13 @@ from baton.config import Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
 from baton.runs.handoff import restore_latest_snapshot
 from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, PreparedLaunch, agent_entry
+from baton.runs.model_source import RunModel
 from baton.runs.parking import pending_gates
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
 from baton.runs.sandboxing import check_run_sandbox
@@ -33,7 +35,11 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.runs.workspacing import discarded, made_workspace, recreated_workspace, setup_of
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
+from baton.workspaces.record import WorkspaceRecord
 from baton.workspaces.setup import WorkspaceSetup
+
+if TYPE_CHECKING:
+    from baton.observability import Telemetry
 
 __all__ = ["Preparer"]
 
@@ -41,7 +47,16 @@ __all__ = ["Preparer"]
 class Preparer:
     """The executions of one :class:`~baton.runs.Baton`'s runs."""
 
-    def __init__(self, settings: Settings, store: Store, log: SessionLog, launcher: Launcher) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        log: SessionLog,
+        launcher: Launcher,
+        *,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.telemetry = telemetry  # the process's (baton.observability), handed to each execution
         self.settings = settings
         self.store = store
         self.log = log
@@ -53,36 +68,61 @@ class Preparer:
         spec, workspace = await made_workspace(self.settings, self.store, spec)
         try:
             entry, gatekeeper = await self._admit(spec)
-            launch = self.launcher.prepare(spec, entry, gatekeeper)
-            repo = str(Path(spec.repo).resolve())
-            record = await self.store.create_run(
-                agent=spec.agent,
-                model=spec.model,
-                permission_mode=spec.permission_mode,
-                run_mode=spec.run_mode,
-                repo=repo,
-                cwd=repo,
-                task_id=spec.task_id,
-                budget_usd=spec.budget_usd,
-                budget_turns=spec.budget_turns,
-                budget_seconds=spec.budget_seconds,
-                owner=spec.owner,
-                run_id=spec.run_id,
-                request=run_request(spec, launch.source, workspace.to_json()),
-                executor_id=this_executor_id(),
-                exclusive=holds_workspace,
-            )
+            launch, model = await self.launcher.prepare_new(spec, entry, gatekeeper)
+            try:
+                return await self._start(spec, ask_human, launch, model, workspace)
+            except BaseException:
+                await model.aclose()
+                raise
         except BaseException:
             await discarded(self.settings, workspace, str(spec.run_id))
             raise
-        return self._execution(
-            record.id,
-            spec,
-            launch.start(record.id, spec),
-            ask_human,
-            model_source=launch.source,
-            setup=setup_of(self.settings, record),
+
+    async def _start(
+        self,
+        spec: RunSpec,
+        ask_human: AskHuman | None,
+        launch: PreparedLaunch,
+        model: RunModel,
+        workspace: WorkspaceRecord,
+    ) -> RunExecution:
+        repo = str(Path(spec.repo).resolve())
+        record = await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=repo,
+            cwd=repo,
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
+            owner=spec.owner,
+            run_id=spec.run_id,
+            request=run_request(spec, launch.source, workspace.to_json()),
+            executor_id=this_executor_id(),
+            exclusive=holds_workspace,
         )
+        return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+
+    def _with_model(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        launch: PreparedLaunch,
+        model: RunModel,
+        ask_human: AskHuman | None,
+        *,
+        setup: WorkspaceSetup | None = None,
+    ) -> RunExecution:
+        """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
+        model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
+        execution = self._execution(
+            run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source, setup=setup
+        )
+        execution.run_model = model
+        return execution
 
     async def resume(
         self,
@@ -160,19 +200,20 @@ class Preparer:
         if scenario is not None:
             spec = replace(spec, scenario=scenario)
         entry, gatekeeper = await self._admit(spec, except_run=record.id)
-        launch = self.launcher.prepare(spec, entry, gatekeeper)
-        if not await self.store.claim_run(
-            record.id, expected_executor=record.executor_id, executor_id=this_executor_id(), exclusive=holds_workspace
-        ):
-            raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-        return self._execution(
-            record.id,
-            spec,
-            launch.start(record.id, spec),
-            ask_human,
-            model_source=launch.source,
-            setup=setup_of(self.settings, record),
-        )
+        # A restart replays its cassette again, but never records over one.
+        launch, model = await self.launcher.prepare_new(replace(spec, record=None), entry, gatekeeper)
+        try:
+            if not await self.store.claim_run(
+                record.id,
+                expected_executor=record.executor_id,
+                executor_id=this_executor_id(),
+                exclusive=holds_workspace,
+            ):
+                raise RefusedError("run_active", f"run {record.id} was taken over by another process")
+            return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+        except BaseException:
+            await model.aclose()
+            raise
 
     async def _admit(self, spec: RunSpec, *, except_run: str | None = None) -> tuple[AgentEntry, Gatekeeper]:
         """Everything that refuses a start before anything is recorded: the repository, the agent,
@@ -236,6 +277,8 @@ class Preparer:
             ask_human=ask_human,
             model_source=model_source,
             setup=setup,
+            telemetry=self.telemetry,
+            results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,

@@ -33,6 +33,7 @@ from baton.store.records import GATE_STATUSES, RUN_STATUSES, GateRecord, RunReco
 
 if TYPE_CHECKING:
     from baton.events.project import RunnerEvent
+    from baton.results import BranchOutcome, Merged, Results
     from baton.runs.cancelling import Cancelled
     from baton.runs.handoff import ExportResult, ImportResult
     from baton.store import SessionLog, Store
@@ -317,6 +318,28 @@ class Runs:
         return await import_run(
             await self._writable(), self.settings, path, repo=repo, base_repo=base_repo, force=force
         )
+
+    # Results: the run's branch (docs/workspaces.md "Results").
+
+    async def branch(self, run_id: str, *, snapshot_id: str | None = None, name: str | None = None) -> BranchOutcome:
+        """Commit the run's last snapshot (or ``snapshot_id``) on its base as a new branch (default
+        ``baton/<short id>``; ``branch_exists``), pushed and handed to ``result.on_branch`` as
+        configured; ``made`` is None when the run changed nothing. ``run_active`` while it executes."""
+        return await (await self._results()).branch(run_id, snapshot_id=snapshot_id, name=name)
+
+    async def push(self, run_id: str, remote: str | None = None) -> dict[str, Any]:
+        """Push the run's branch to ``remote`` (default ``origin``; ``push_failed``); the run's result."""
+        return await (await self._results()).push(run_id, remote)
+
+    async def merge(self, run_id: str, into: str | None = None) -> Merged:
+        """Merge the run's branch into ``into`` (default: the branch checked out in its repository):
+        a fast-forward or a merge commit; ``merge_conflict`` or ``workspace_dirty`` change nothing."""
+        return await (await self._results()).merge(run_id, into)
+
+    async def _results(self) -> Results:
+        from baton.results import Results
+
+        return Results(await self._writable(), self.settings, self._log)
 
     # Commands.
 

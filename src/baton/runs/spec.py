@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from baton.errors import UsageError
-from baton.runs.model_source import recorded_scenario
+from baton.runs.model_source import recorded_cassette, recorded_scenario
 from baton.store.records import RunRecord
 
 __all__ = ["EXIT_CODES", "RunOutcome", "RunSpec", "require_repo", "run_request", "spec_of_record", "spec_of_request"]
@@ -52,6 +52,12 @@ class RunSpec:
     ref: str | None = None  # --ref REF: the same, for a clone (a branch, tag or commit of the remote)
     include_uncommitted: bool = False  # the user's staged, unstaged and new files, into the worktree
     setup: str | None = None  # --setup CMD: run in the new workspace before the agent starts
+    # --record FILE: the agent's model traffic passes a model proxy whose recorder writes this
+    # cassette; --replay FILE: a scripted server plays that cassette back (docs/scenarios.md).
+    record: Path | None = None
+    replay: Path | None = None
+    replay_timing: Literal["real", "fast"] = "fast"
+    forked_from: Mapping[str, Any] | None = None  # baton fork: {run_id, seq, turn, snapshot_id} (baton.runs.forking)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ def run_request(
         "sandbox": spec.sandbox,
         "mount_ro": list(spec.mount_ro),
         "mount_rw": list(spec.mount_rw),
+        **({"forked_from": dict(spec.forked_from)} if spec.forked_from is not None else {}),
     }
 
 
@@ -119,6 +126,8 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
     ``model_source`` of ``runs.request`` wins over the one in ``rules`` (``baton resume --scenario``
     changes the former)."""
     request = record.request if isinstance(record.request, dict) else {}
+    source = request.get("model_source") or rules.get("model_source")
+    cassette = recorded_cassette(source)
     return RunSpec(
         prompt=prompt,
         repo=repo,
@@ -135,7 +144,9 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         run_mode="interactive" if record.run_mode == "interactive" else "background",
         agent_command=tuple(str(arg) for arg in rules.get("agent_command") or ()),
         trust_agent_permissions=bool(rules.get("trust_agent_permissions")),
-        scenario=recorded_scenario(request.get("model_source") or rules.get("model_source")),
+        scenario=recorded_scenario(source),
+        replay=Path(cassette[0]) if cassette else None,
+        replay_timing="real" if cassette and cassette[1] == "real" else "fast",
         sandbox=str(rules["sandbox"]) if rules.get("sandbox") else None,
         mount_ro=tuple(str(path) for path in rules.get("mount_ro") or ()),
         mount_rw=tuple(str(path) for path in rules.get("mount_rw") or ()),

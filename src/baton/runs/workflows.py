@@ -51,6 +51,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 from baton.config import Settings
 from baton.errors import BatonError
 from baton.events.entry import utc_timestamp
+from baton.runs.dbos_internals import quiet, workflows_active
 from baton.runs.executors import this_executor_id
 from baton.runs.lifecycle import cancel_not_started
 from baton.runs.spec import RunOutcome
@@ -213,7 +214,7 @@ class DurableRuntime:
             config["sys_db_pool_size"] = 2
         dbos = DBOS(config=config)
         DBOS.listen_queues([])  # no database-backed queue: runs start their workflows directly
-        _quiet(dbos)
+        quiet(dbos, DBOS_IDLE_POLL_SECONDS)
         DBOS.launch()
 
     async def shutdown(self) -> None:
@@ -233,9 +234,8 @@ class DurableRuntime:
         if not self.durable:
             return
         # The workflows record their ends on DBOS's thread pool: give them a moment.
-        dbos = _dbos_instance()
         for _ in range(200):
-            if dbos is None or not dbos._active_workflows_set.activeList():
+            if not workflows_active():
                 break
             await asyncio.sleep(0.01)
         for future in self._results.values():
@@ -370,28 +370,6 @@ class DurableRuntime:
             for run_id in sorted(self.executing):
                 with contextlib.suppress(Exception):
                     await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
-
-
-def _quiet(dbos: DBOS) -> None:
-    """Slow DBOS's loops that serve nothing baton uses (pinned DBOS: private names), before launch.
-
-    Its internal queue (scheduled workflows, Kafka, ``resume_workflow``: none used) is polled,
-    and its background jobs (delayed workflows, workflow timeouts: none used) run, every
-    ``DBOS_IDLE_POLL_SECONDS`` instead of every second; its scheduler (no schedules) skips its
-    first minute of polls every second (it polls every 30 s after). All stop at once on
-    ``DBOS.destroy``.
-    """
-    from dbos import _scheduler, _workflow_commands
-
-    dbos._registry.get_internal_queue()._polling_interval_sec = DBOS_IDLE_POLL_SECONDS
-    _workflow_commands._BACKGROUND_JOBS_INTERVAL_SEC = DBOS_IDLE_POLL_SECONDS
-    _scheduler._STARTUP_FAST_POLL_DURATION_SEC = 0.0
-
-
-def _dbos_instance() -> Any:
-    from dbos import _dbos
-
-    return _dbos._dbos_global_instance
 
 
 def _sqlite_wal(path: Path) -> None:

@@ -163,7 +163,13 @@ class ModelProxy(ProxyListener):
                 if head is not None:
                     self._observe(head, body, started, clock, _Result("refused", error_code=error.code))
                 return
-            result = await self._exchange(reader, writer, head, request, clock)
+            result = _Result("completed", chunks=[] if self._observer is not None else None)
+            try:
+                await self._exchange(reader, writer, head, request, clock, result)
+            except asyncio.CancelledError:  # closing: an answer the agent got whole is still observed
+                if result.answered:
+                    self._observe(head, body, started, clock, result)
+                raise
             self._observe(head, body, started, clock, result)
             if not (result.keep_alive and head.keep_alive):
                 return
@@ -222,9 +228,9 @@ class ModelProxy(ProxyListener):
         head: RequestHead,
         request: bytes,
         clock: float,
-    ) -> _Result:
+        result: _Result,
+    ) -> None:
         """Forward one request while watching the agent's connection: its EOF abandons the request."""
-        result = _Result("completed", chunks=[] if self._observer is not None else None)
         forward = asyncio.ensure_future(self._forward(writer, head.method, request, clock, result))
         watch = asyncio.ensure_future(reader.read(1))
         try:
@@ -235,7 +241,7 @@ class ModelProxy(ProxyListener):
                     result.keep_alive = False
                     if forward not in done:  # gone before its answer was whole
                         result.outcome, result.error_code = "client_gone", "client_gone"
-                        return result
+                        return
                 result.pending = data  # the next request has begun (pipelining): keep its first byte
             await forward
         except ConnectionError:
@@ -244,7 +250,6 @@ class ModelProxy(ProxyListener):
             for task in (forward, watch):
                 task.cancel()
             await asyncio.gather(forward, watch, return_exceptions=True)
-        return result
 
     async def _forward(
         self, client: asyncio.StreamWriter, method: str, request: bytes, clock: float, result: _Result
@@ -276,6 +281,7 @@ class ModelProxy(ProxyListener):
                     await client.drain()
             client.write(unsent + (b"0\r\n\r\n" if chunked else b""))
             await client.drain()
+            result.answered = True
         except UpstreamError as error:
             connection.close()
             result.outcome, result.error_code, result.keep_alive = "upstream_error", error.code, False
@@ -387,6 +393,7 @@ class _Result:
     error_code: str | None = None
     keep_alive: bool = True
     pending: bytes = b""
+    answered: bool = False  # the whole answer went to the agent
 
 
 async def _upstream_body(reader: asyncio.StreamReader, framing: BodyFraming) -> AsyncGenerator[bytes, None]:

@@ -204,11 +204,11 @@ def check_sandbox(
 def installation_paths() -> list[Path]:
     """What baton and the agents need read-only: the interpreter and its environment, baton's
     own package (``src/`` of an editable install), the agents' npm prefix and its node_modules."""
-    import baton
-    from baton.agents import AGENTS_DIR
+    from baton import config
+    from baton.config import AGENTS_DIR
 
     paths = [Path(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}]
-    paths.append(Path(baton.__file__).resolve().parents[1])
+    paths.append(Path(config.__file__).resolve().parents[1])  # src/ holding the baton package
     if AGENTS_DIR.is_dir():
         paths += [AGENTS_DIR, AGENTS_DIR / "node_modules"]
     return paths + path_directories(os.environ.get("PATH", ""))

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.telemetry import TelemetryConfig
 
 import baton
+from baton import web
 from baton.config import Settings
 from baton.errors import UsageError
 from baton.server.auth import Authenticator, JwtAuthenticator, LocalTokenAuthenticator, ensure_local_token
@@ -22,8 +23,9 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, gates, health, runs, snapshots, tasks
+from baton.server.routes import commands, events, gates, health, metrics, results, runs, session, snapshots, tasks
 from baton.server.routing import add_routers
+from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 
@@ -75,7 +77,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
         from baton.runs.adoption import Adopter
 
-        async with Baton(settings) as runner:
+        async with Baton(settings, metrics=True) as runner:
             if local_token is not None:
                 runner.redactor.add(local_token)  # a bearer token never reaches a log
             app.state.baton_server = ServerState(
@@ -88,6 +90,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
                 StreamSlots(config.sse_max_per_run, config.sse_max_per_token),
                 RateLimiter(config.commands_per_minute),
                 RateLimiter(config.decisions_per_minute),
+                Sessions(authenticator, config.session_seconds),
             )
             # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md).
             adopting = asyncio.create_task(Adopter(runner).run(draining), name="baton-adopter")
@@ -96,6 +99,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
             finally:
                 draining.set()
                 await adopting
+                await app.state.baton_server.gate_watch.aclose()
 
     app = FastAPI(
         title="baton",
@@ -109,7 +113,18 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
     install_error_handlers(app)
     # Routes are tried in order: GET /v1/runs/{id}, the hottest read, is the first.
     add_routers(
-        app, runs.router, health.router, snapshots.router, events.router, commands.router, gates.router, tasks.router
+        app,
+        runs.router,
+        health.router,
+        snapshots.router,
+        events.router,
+        commands.router,
+        gates.router,
+        tasks.router,
+        metrics.router,
+        results.router,
+        session.router,
+        web.router,  # the web app at / (docs/web.md): a client of the routes above
     )
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, max_header_bytes=config.max_header_bytes)
     return app

@@ -40,7 +40,7 @@ __all__ = [
     "load_public_keys",
 ]
 
-ALL_SCOPES: Final = frozenset({"runs:read", "runs:write", "gates:decide", "admin"})
+ALL_SCOPES: Final = frozenset({"runs:read", "runs:write", "gates:decide", "admin", "metrics:read"})
 _ALGORITHM: Final = "RS256"
 _CACHE_SIZE: Final = 4096
 

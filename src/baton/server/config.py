@@ -47,6 +47,7 @@ class ServerConfig:
     decisions_per_minute: int = 600  # gate decisions of one caller
     max_header_bytes: int = 64 * 1024  # a request's line and headers; more is 431 headers_too_large
     sandbox_jwt_audience: str = "baton:sandbox"  # the audience baton agent-server requires
+    session_seconds: float = 12 * 3600  # a browser session's life (a JWT's own exp ends it sooner)
 
     @classmethod
     def load(cls, settings: Settings, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:
@@ -96,6 +97,7 @@ _SCALARS: Final[dict[str, type]] = {
     "decisions_per_minute": int,
     "max_header_bytes": int,
     "sandbox_jwt_audience": str,
+    "session_seconds": float,
 }
 _PATH_LISTS: Final = ("jwt_public_keys", "workspace_roots")
 _STRING_LISTS: Final = ("repository_urls",)  # comma-separated in the environment

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import socket
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -85,6 +86,13 @@ class BatonServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
         super().__init__(config)
         self._draining: asyncio.Event = app.state.draining
+        # Called with the bound port once the socket listens, before any request is served.
+        self.on_listening: Callable[[int], None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.on_listening is not None and self.started:
+            self.on_listening(self.bound_port)
 
     @property
     def should_exit(self) -> bool:

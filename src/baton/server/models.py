@@ -33,7 +33,10 @@ __all__ = [
     "RunList",
     "RunMode",
     "RunStatus",
+    "RunSummary",
+    "Session",
     "SetPermissionModeParams",
+    "SignInRequest",
     "Snapshot",
     "SnapshotList",
     "Task",
@@ -78,6 +81,23 @@ class CreateRunRequest(_Request):
     include_uncommitted: bool = Field(
         default=False, description="Carry the repository's staged, unstaged and new files into the worktree."
     )
+    record: str | None = Field(
+        default=None, description="Record the model traffic to this cassette in BATON_HOME/cassettes."
+    )
+    replay: str | None = Field(
+        default=None, description="Answer from this cassette in BATON_HOME/cassettes (no model)."
+    )
+    replay_timing: Literal["real", "fast"] = "fast"
+
+
+class ForkRunRequest(_Request):
+    prompt: str | None = Field(
+        default=None, min_length=1, description="What to tell the agent after the kept conversation."
+    )
+    turn: int | None = Field(default=None, ge=1, description="Keep the conversation through this turn.")
+    seq: int | None = Field(default=None, ge=1, description="Keep the log through this entry.")
+    repo: str | None = Field(default=None, description="The fork's working tree (default: the original's).")
+    record: str | None = Field(default=None, description="Record the fork's model traffic (in BATON_HOME/cassettes).")
 
 
 class CreateTaskRequest(_Request):
@@ -121,15 +141,14 @@ class SnapshotList(BaseModel):
 
 
 class Workspace(BaseModel):
-    """Where the run works (docs/workspaces.md); ``branch``, ``head_commit`` and
-    ``pull_request_url`` are null until the run's result is a branch."""
+    """Where a run worked and the branch it left (docs/workspaces.md)."""
 
     kind: Literal["worktree", "clone", "in-place"]
     path: str | None
     base_commit: str | None
-    branch: str | None = None
-    head_commit: str | None = None
-    pull_request_url: str | None = None
+    branch: str | None = Field(description="The branch baton made of the run's result; null before one is made.")
+    head_commit: str | None = Field(description="That branch's commit.")
+    pull_request_url: str | None = Field(description="The URL result.on_branch printed last.")
 
 
 class Run(BaseModel):
@@ -147,12 +166,93 @@ class Run(BaseModel):
     finished_at: str | None
     total_cost_usd: float | None
     repo: str | None = Field(description="The user's repository: a path, or the URL a clone was made from.")
-    workspace: Workspace | None = None
+    workspace: Workspace
+
+
+class BranchRequest(_Request):
+    snapshot_id: str | None = Field(default=None, description="The snapshot to commit (default: the last one).")
+    name: str | None = Field(default=None, description="The branch's name (default: baton/<short run id>).")
+
+
+class PushRequest(_Request):
+    remote: str | None = Field(default=None, description="The remote to push to (default: origin).")
+
+
+class MergeRequest(_Request):
+    into: str | None = Field(default=None, description="The branch to merge into (default: the checked-out one).")
+
+
+class BranchResult(BaseModel):
+    """What POST /v1/runs/{id}/branch did; ``branch`` null (``reason: no_changes``) when the run changed nothing."""
+
+    run_id: str
+    snapshot_id: str | None
+    branch: str | None
+    reason: str | None = None
+    commit: str | None = None
+    base: str | None = None
+    files_changed: int | None = None
+    insertions: int | None = None
+    deletions: int | None = None
+    skipped: list[dict[str, str]] = Field(
+        default_factory=list, description="Files the snapshots left out: path, reason."
+    )
+    pushed_to: str | None = None
+    push_error: dict[str, Any] | None = Field(default=None, description="{code, message} when the push failed.")
+    pull_request_url: str | None = None
+
+
+class RunResult(BaseModel):
+    """A run's ``result``: its branch, where it was pushed and merged, its pull request."""
+
+    model_config = ConfigDict(extra="allow")
+
+    branch: str
+    commit: str
+    base: str | None
+    repository: str
+    pushed_to: str | None = None
+    merged_into: str | None = None
+    pull_request_url: str | None = None
+
+
+class MergeResult(BaseModel):
+    branch: str
+    into: str
+    kind: Literal["fast-forward", "merge", "up-to-date"]
+    before: str = Field(description="The target branch's commit before the merge.")
+    commit: str = Field(description="Its commit after.")
+
+
+class RunSummary(BaseModel):
+    """What a list of runs shows beside each run (``GET /v1/runs?summary=true``)."""
+
+    pending_gates: int = Field(description="Gates of the run waiting for a decision.")
+    input_tokens: int = Field(description="Input tokens over the run's turns, as its agent reported them.")
+    output_tokens: int = Field(description="Output tokens over the run's turns.")
 
 
 class RunList(BaseModel):
     runs: list[Run]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+    summaries: dict[str, RunSummary] | None = Field(
+        default=None, description="With ?summary=true: each listed run's summary, by run id."
+    )
+
+
+class Session(BaseModel):
+    """A browser session (docs/web.md): who signed in, and the CSRF token its changes must carry."""
+
+    sub: str
+    scopes: list[str]
+    run_id: str | None = None
+    task_id: str | None = None
+    csrf_token: str | None = Field(description="Send it as X-CSRF-Token on every change; null for a bearer token.")
+    expires_at: str | None = Field(description="When the session ends (UTC); null for a bearer token.")
+
+
+class SignInRequest(_Request):
+    token: str = Field(min_length=1, description="The local token (`baton token`) or an RS256 JWT.")
 
 
 class Health(BaseModel):
@@ -233,6 +333,9 @@ class Gate(BaseModel):
     summary: str
     created_at: str
     expires_at: str | None
+    suggested_rule: str | None = Field(
+        default=None, description='The rule approving with remember: "session" would allow (tool gates; null: refused).'
+    )
     decision: dict[str, Any] | None = Field(default=None, description="The recorded decision, once decided.")
     decided_by: str | None = None
     decided_at: str | None = None

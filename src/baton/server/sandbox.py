@@ -48,6 +48,7 @@ from baton.server.routes.commands import answer_command
 from baton.server.routes.events import SSE_RESPONSES, View, event_stream, resume_point
 from baton.server.routes.health import database_reachable
 from baton.server.routing import DirectRoute, add_routers
+from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
 from baton.server.state import ServerState
 
@@ -181,6 +182,7 @@ async def serve_one_run(
             StreamSlots(config.sse_max_per_run, config.sse_max_per_token),
             RateLimiter(config.commands_per_minute),
             RateLimiter(config.decisions_per_minute),
+            Sessions(authenticator, config.session_seconds),
         )
         state.handles[handle.run_id] = handle
         server = BatonServer(

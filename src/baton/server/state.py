@@ -12,7 +12,9 @@ from baton.config import Settings
 from baton.server.auth import Authenticator
 from baton.server.config import ServerConfig
 from baton.server.feeds import SharedFeeds
+from baton.server.gate_watch import GateWatch
 from baton.server.limits import RateLimiter, StreamSlots
+from baton.server.sessions import Sessions
 from baton.server.sse import FrameCache, StreamStats
 
 if TYPE_CHECKING:
@@ -33,8 +35,10 @@ class ServerState:
     stream_slots: StreamSlots
     commands: RateLimiter  # run and task creations, commands
     decisions: RateLimiter  # gate decisions, answers, plan reviews, continues
+    sessions: Sessions  # the web page's sign-ins (docs/web.md)
     frames: FrameCache = field(default_factory=FrameCache)
     feeds: SharedFeeds = field(default_factory=SharedFeeds)  # one reader per run and view, shared by its streams
+    gate_watch: GateWatch = field(default_factory=lambda: GateWatch())  # gate changes for GET /v1/gates/events
     handles: dict[str, RunHandle] = field(default_factory=dict)  # runs executing in this process
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from baton.snapshots._git import EMPTY_TREE, GitFailed, run_git
+from baton.snapshots._git import EMPTY_TREE, GitFailed, clean_environment, feed_git, run_git
 from baton.snapshots.archive import ArchiveLimits, Manifest, build_archive, verify_archive
 from baton.snapshots.blobs import BlobStore, LocalBlobStore, blob_store_for
 from baton.snapshots.recorder import TREE_SNAPSHOT, SnapshotRecorder
@@ -36,6 +36,8 @@ __all__ = [
     "SnapshotRecorder",
     "blob_store_for",
     "build_archive",
+    "clean_environment",
+    "feed_git",
     "recorder_for",
     "restore_archive",
     "run_git",

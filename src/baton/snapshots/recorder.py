@@ -24,6 +24,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +36,7 @@ from baton.snapshots.blobs import BlobStore
 from baton.snapshots.shadow import ShadowRepo, Snapshot
 
 if TYPE_CHECKING:  # the ACP package costs ~0.5 s to import: CLI commands that read snapshots never need it
-    from baton.acp.tap import EntrySink
+    from baton.events.entry import EntrySink
 
 __all__ = ["STORED_FIELDS", "TREE_SNAPSHOT", "SnapshotRecorder"]
 
@@ -220,9 +221,10 @@ class SnapshotRecorder:
             self._full, self._paths = False, set()
             self._busy = True
             try:
+                began = time.monotonic()
                 captured = await asyncio.to_thread(self._capture, paths, seq)
                 if captured is not None:
-                    await self._publish(captured)
+                    await self._publish(captured, int((time.monotonic() - began) * 1000))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed capture never ends the run
@@ -254,11 +256,11 @@ class SnapshotRecorder:
             out.unlink(missing_ok=True)
         return {"run_id": self.run_id, "archive_key": key, "archive_size": size}
 
-    async def _publish(self, snapshot: Snapshot) -> None:
+    async def _publish(self, snapshot: Snapshot, capture_ms: int) -> None:
         # The log gets this step's changes; the changes against the base, which grow with the
         # run, stay in the shadow's commit and the archive's manifest.
         record = snapshot.to_dict(since_base=False)
-        params = {"snapshot_id": snapshot.id, **record}
+        params = {"snapshot_id": snapshot.id, **record, "capture_ms": capture_ms}
         message = {"jsonrpc": "2.0", "method": TREE_SNAPSHOT, "params": params}
         self._log.append(self.run_id, "baton", TREE_SNAPSHOT, message)
         self.snapshots.append(snapshot)

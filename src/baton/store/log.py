@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Literal
@@ -46,6 +47,7 @@ from baton.store.store import Store
 __all__ = ["LogWriteError", "SessionLog"]
 
 _PAGE: Final = 1000
+_log = logging.getLogger(__name__)
 
 
 class LogWriteError(StorageError):
@@ -87,6 +89,7 @@ class SessionLog:
         self._ts_ms, self._ts = -1, ""
         self._redact_json = redactor.redact_json
         self._wake = threading.Event()  # the writer's, once it exists
+        self._on_commit: Callable[[list[LogEntry]], None] | None = None
 
     async def __aenter__(self) -> SessionLog:
         if self._state != "new":
@@ -124,6 +127,11 @@ class SessionLog:
             run.closed = True
             run.wake_subscribers()
         self._raise_failure()
+
+    def observe_commits(self, callback: Callable[[list[LogEntry]], None] | None) -> None:
+        """Call ``callback`` on the event loop with each group of committed entries (the OTEL
+        export, baton.observability); it must return quickly and never raise. None: no one."""
+        self._on_commit = callback
 
     def open_run(self, run_id: str) -> None:
         """Start (or continue) ``run_id``'s log after its last committed seq."""
@@ -294,11 +302,13 @@ class SessionLog:
     # Called on the event loop.
     def _committed(self, batch: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
+        observer = self._on_commit
+        observed: list[LogEntry] | None = [] if observer is not None else None
         for row, run, payload in batch:
             seq = row[1]
             run.committed = seq
             touched[run.run_id] = run
-            if run.subscribers:  # entries are built only for someone to see them
+            if run.subscribers or observed is not None:  # entries are built only for someone to see them
                 entry: LogEntry = {
                     "run_id": run.run_id,
                     "seq": seq,
@@ -309,11 +319,18 @@ class SessionLog:
                 }
                 for subscriber in run.subscribers:
                     subscriber.push(entry)
+                if observed is not None:
+                    observed.append(entry)
         self._committed_total += len(batch)
         for run in touched.values():
             run.waiters.advance(run.committed)
             run.wake_subscribers()
         self._totals.advance(self._committed_total)
+        if observer is not None and observed:
+            try:
+                observer(observed)
+            except Exception:  # telemetry never costs the log
+                _log.exception("the commit observer failed")
 
     def _failed(self) -> None:
         def error() -> LogWriteError:

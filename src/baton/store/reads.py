@@ -45,7 +45,19 @@ _SNAPSHOT_COLUMNS: Final = (
     "created_at",
 )
 _JSON_COLUMNS: Final = frozenset(
-    {"request", "metadata", "input", "questions", "decision", "added", "modified", "deleted", "renamed", "skipped"}
+    {
+        "request",
+        "result",
+        "metadata",
+        "input",
+        "questions",
+        "decision",
+        "added",
+        "modified",
+        "deleted",
+        "renamed",
+        "skipped",
+    }
 )
 _SELECT_RUNS: Final = f"SELECT {', '.join('r.' + name for name in _RUN_COLUMNS)} FROM runs r"
 _SELECT_GATES: Final = (

@@ -10,10 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
-
-if TYPE_CHECKING:
-    from baton.gates.decisions import GateKind
+from typing import Any, Final, Literal, get_args
 
 __all__ = [
     "DECISION_INBOX_KIND",
@@ -21,6 +18,7 @@ __all__ = [
     "RUN_MODES",
     "RUN_STATUSES",
     "TERMINAL_STATUSES",
+    "GateKind",
     "GateRecord",
     "GateStatus",
     "RunMode",
@@ -39,6 +37,7 @@ RUN_STATUSES: Final[frozenset[str]] = frozenset(get_args(RunStatus))
 RUN_MODES: Final[frozenset[str]] = frozenset(get_args(RunMode))
 TERMINAL_STATUSES: Final[frozenset[str]] = frozenset({"finished", "failed", "cancelled"})
 DECISION_INBOX_KIND: Final = "gate_decision"  # the inbox command a gate decision wakes its run with
+GateKind = Literal["tool", "question", "plan_review", "resource_limit"]
 GateStatus = Literal["pending", "approved", "denied", "answered", "expired", "superseded"]
 GATE_STATUSES: Final[frozenset[str]] = frozenset(get_args(GateStatus))
 
@@ -126,10 +125,30 @@ class RunRecord:
     # What it was asked to do beyond the columns above (prompt, allow/deny/ask, agent command);
     # None for runs recorded before baton kept it, and runs continuing an ended one.
     request: dict[str, Any] | None = None
+    # What it delivered (baton.results): ``branch, commit, base, repository, pushed_to?,
+    # merged_into?, pull_request_url?``; None until a branch is made.
+    result: dict[str, Any] | None = None
 
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def workspace(self) -> dict[str, Any]:
+        """The run object's ``workspace``: where the run worked (``runs.request.workspace``; a run
+        recorded without one worked in place, in its repository) and the branch it left."""
+        request = self.request if isinstance(self.request, dict) else {}
+        asked = request.get("workspace")
+        asked = asked if isinstance(asked, dict) else {}
+        result = self.result if isinstance(self.result, dict) else {}
+        return {
+            "kind": asked.get("kind") or "in-place",
+            "path": asked.get("path") or self.repo or self.cwd,
+            "base_commit": asked.get("base_commit") or result.get("base"),
+            "branch": result.get("branch"),
+            "head_commit": result.get("commit"),
+            "pull_request_url": result.get("pull_request_url"),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         fields = asdict(self)
@@ -138,15 +157,12 @@ class RunRecord:
         return body
 
     def public_workspace(self) -> dict[str, Any]:
-        """The run object's ``repo`` (the user's repository, not the worktree it ran in) and
-        ``workspace`` (baton.workspaces.record)."""
-        from baton.workspaces.record import workspace_of, workspace_view
-
-        found = workspace_of(self.request)
-        return {
-            "repo": found.repo if found is not None else self.repo,
-            "workspace": workspace_view(self.request, self.cwd or self.repo),
-        }
+        """The run object's ``repo`` (the user's repository, not the worktree or clone it ran in:
+        ``runs.request.workspace.repo``) and ``workspace``."""
+        request = self.request if isinstance(self.request, dict) else {}
+        asked = request.get("workspace")
+        repo = asked.get("repo") if isinstance(asked, dict) else None
+        return {"repo": repo or self.repo, "workspace": self.workspace}
 
 
 _PUBLIC_FIELDS: Final = (

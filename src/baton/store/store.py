@@ -8,7 +8,7 @@ start-up, or through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -19,7 +19,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from baton.errors import NotFoundError, UsageError
 from baton.events.entry import utc_timestamp
-from baton.store import _gates, _rundata, transfer
+from baton.store import _gates, _rundata, _summaries, transfer
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
 from baton.store._writer import run_position
 from baton.store.engine import READ_ONLY, make_engine
@@ -64,6 +64,7 @@ UPDATABLE_FIELDS: Final = frozenset(
         "executor_id",
         "heartbeat_at",
         "request",
+        "result",
     }
 )
 _RECORD_COLUMNS: Final = RECORD_COLUMNS
@@ -180,6 +181,10 @@ class Store:
     ) -> list[GateRecord]:
         """Gates oldest first, by run (``run_not_found``), status and the owner of their run."""
         return await in_thread(_gates.list_gates, self.engine, run_id, status, owner)
+
+    async def run_summaries(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each run's ``{pending_gates, input_tokens, output_tokens}`` (``GET /v1/runs?summary=true``)."""
+        return await in_thread(_summaries.run_summaries, self.engine, list(run_ids))
 
     async def run_agent(self, run_id: str) -> str:
         """The agent a run was recorded with (``run_not_found``)."""

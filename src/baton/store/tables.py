@@ -81,6 +81,8 @@ runs = Table(
     # What the run was asked to do beyond its columns (prompt, allow/deny/ask, agent command):
     # a queued run whose process died is started from its beginning from this.
     Column("request", JSON_VALUE),
+    # What the run delivered (baton.results): its branch, head commit, push, merge, pull request.
+    Column("result", JSON_VALUE),
     Index("ix_runs_status", "status"),
     Index("ix_runs_executor_id", "executor_id"),
 )

@@ -7,6 +7,7 @@ scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Te
 
 from __future__ import annotations
 
+from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._sample import copy_sample_repo
 from baton.testing._scenario import (
     Failure,
@@ -22,9 +23,11 @@ from baton.testing._server import RecordedRequest, ScriptedModelServer
 from baton.testing._tls import CertificateAuthority
 
 __all__ = [
+    "CassettePlayer",
     "CertificateAuthority",
     "Failure",
     "RecordedRequest",
+    "ReplayTiming",
     "Scenario",
     "ScriptedModelServer",
     "Step",

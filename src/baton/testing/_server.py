@@ -18,12 +18,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from baton.cassettes import Mismatch
+from baton.cassettes.rewrite import replay_events
 from baton.errors import UsageError
 from baton.testing import _anthropic, _gemini, _responses
+from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._scenario import Failure, Scenario, TextBlock, load_scenario
 from baton.testing._selection import (
     SIDE_REPLY_TEXT,
@@ -65,8 +69,10 @@ class ScriptedModelServer:
         port: int = 0,
         host: str = "127.0.0.1",
         ssl_context: ssl.SSLContext | None = None,
+        player: CassettePlayer | None = None,
     ) -> None:
         self.scenario = load_scenario(scenario) if isinstance(scenario, str) else scenario
+        self.player = player  # replaying a cassette: POSTs are answered from it (baton.testing._replay)
         self._address = (host, port)
         self._ssl_context = ssl_context
         self._listener: _Listener | None = None
@@ -75,6 +81,14 @@ class ScriptedModelServer:
         self._requests: list[RecordedRequest] = []
         self._fired: dict[tuple[str, str, int], set[int]] = {}
         self._stopped = False
+
+    @classmethod
+    def replaying(
+        cls, cassette: Path | str | CassettePlayer, *, timing: ReplayTiming = "fast", **kwargs: Any
+    ) -> ScriptedModelServer:
+        """A server that plays a cassette back (``timing`` real or fast) instead of a scenario."""
+        player = cassette if isinstance(cassette, CassettePlayer) else CassettePlayer.load(cassette, timing=timing)
+        return cls("plain", player=player, **kwargs)
 
     @property
     def base_url(self) -> str:
@@ -159,6 +173,14 @@ class ScriptedModelServer:
         return plan_reply(conversation, scenario, index)
 
 
+def _error_body_for(path: str) -> _ErrorBody:
+    if path == _responses.RESPONSES_PATH:
+        return _responses.error_body
+    if _gemini.is_gemini_path(path):
+        return _gemini.error_body
+    return _anthropic.error_body
+
+
 class _Listener(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -223,6 +245,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        player = self.server.owner.player
+        if player is not None and self._answer_replay(player, raw):
+            return
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
@@ -242,6 +267,39 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._record(body)
             self._send_failure(Failure(404))
+
+    def _answer_replay(self, player: CassettePlayer, raw: bytes) -> bool:
+        """Answer from the cassette; False for a side request it does not hold (scripted instead)."""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        found = player.match(self.command, self.path, body)
+        if isinstance(found, Mismatch):
+            if player.is_lenient(found):
+                return False
+            self._record(body)
+            _, error = _error_body_for(urlsplit(self.path).path)(Failure(400, found.message))
+            self._send_bytes(400, json.dumps(error).encode(), "application/json", baton_error="replay_mismatch")
+            return True
+        self._record(body)
+        content_type = found.response_headers.get("content-type", "application/json")
+        if "text/event-stream" not in content_type:
+            self._send_bytes(found.status, player.matcher.rewrite(found.response_body), content_type)
+            return True
+        events = replay_events(found.chunks, player.matcher.path_pairs())
+        if player.timing == "fast":
+            self._stream(iter([b"".join(event for _, event in events)]), status=found.status, content_type=content_type)
+            return True
+        started = time.monotonic()
+
+        def paced() -> Iterator[bytes]:
+            for at, event in events:
+                time.sleep(max(0.0, started + at - time.monotonic()))
+                yield event
+
+        self._stream(paced(), status=found.status, content_type=content_type)
+        return True
 
     def _scripted_reply(self, conversation: Conversation, body: dict[str, Any], error_body: _ErrorBody) -> Reply | None:
         """The scenario's reply, recorded, after its delay; None when it is a failure (then sent)."""
@@ -288,9 +346,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(_gemini.sse_events(reply, model))
 
-    def _stream(self, events: Iterator[bytes]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+    def _stream(
+        self, events: Iterator[bytes], *, status: int = 200, content_type: str = "text/event-stream; charset=utf-8"
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
@@ -321,10 +381,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, body: dict[str, Any]) -> None:
         self._send_bytes(status, json.dumps(body).encode(), "application/json")
 
-    def _send_bytes(self, status: int, data: bytes, content_type: str, *, head: bool = False) -> None:
+    def _send_bytes(
+        self, status: int, data: bytes, content_type: str, *, head: bool = False, baton_error: str | None = None
+    ) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            if baton_error is not None:
+                self.send_header("X-Baton-Error", baton_error)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if not head:

@@ -4,3 +4,5 @@ listing and removing workspaces (``baton workspaces``, ``baton gc``, ``baton rm`
 
 Light to import: each module is imported where it is used.
 """
+
+__all__: list[str] = []  # its modules are imported where they are used

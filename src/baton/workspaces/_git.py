@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from baton.errors import WorkspaceError
-from baton.snapshots._git import GitFailed, clean_environment, run_git
+from baton.snapshots import GitFailed, clean_environment, run_git
 
 __all__ = ["GitFailed", "git", "git_env", "git_ok", "git_text"]
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from baton.errors import UsageError, WorkspaceError
-from baton.snapshots._git import GitFailed, run_git
+from baton.snapshots import GitFailed, run_git
 from baton.workspaces._git import git, git_text
 
 __all__ = ["clone_from_mirror", "is_git_url", "mirror_path", "resolve_clone_ref"]

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError
-from acp._transport import Transport, memory_transport_pair
 from acp.core import AgentSideConnection
 from acp.schema import (
     AgentCapabilities,
@@ -43,9 +42,10 @@ from claude_agent_sdk.types import (
     ToolPermissionContext,
 )
 
-from baton import __version__
+from baton.acp.transport import Transport, memory_transport_pair
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
+from baton.config import VERSION
 from baton.gates.budget import LIMIT_SUBTYPES
 from baton.gates.kinds import PLAN_TOOL
 from baton.sandbox.plan import SandboxPlan
@@ -136,7 +136,7 @@ class ClaudeAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=False, prompt_capabilities=PromptCapabilities(image=False, embedded_context=True)
             ),
-            agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=__version__),
+            agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=VERSION),
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> NewSessionResponse:

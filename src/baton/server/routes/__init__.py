@@ -1,1 +1,3 @@
 """The HTTP endpoints, one module per resource."""
+
+__all__: list[str] = []

@@ -15,6 +15,7 @@ from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.config import ServerConfig
 from baton.server.models import ErrorResponse
+from baton.server.sessions import COOKIE
 from baton.server.state import server_state
 
 __all__ = ["AUTH_RESPONSES", "NOT_FOUND", "allowed_repository", "allowed_repository_url", "visible_run", "with_scope"]
@@ -43,7 +44,12 @@ class _Bearer(SecurityBase):
 
     # A coroutine: FastAPI runs a plain function in a worker thread (~0.1 ms).
     async def __call__(self, request: Request) -> Principal:
-        principal = server_state(request).authenticator.authenticate(request.headers.get("authorization"))
+        state = server_state(request)
+        authorization = request.headers.get("authorization")
+        if authorization is None and COOKIE in request.cookies:  # the web page's session (docs/web.md)
+            principal = state.sessions.authenticate(request)
+        else:
+            principal = state.authenticator.authenticate(authorization)
         principal.require(self.scope)
         return principal
 

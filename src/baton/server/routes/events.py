@@ -26,7 +26,7 @@ from baton.server.routing import DirectRoute
 from baton.server.sse import EventStream, Frame
 from baton.server.state import ServerState, server_state
 
-__all__ = ["SSE_RESPONSES", "View", "event_stream", "resume_point", "router", "run_entries"]
+__all__ = ["SSE_RESPONSES", "StreamResponse", "View", "event_stream", "resume_point", "router", "run_entries"]
 
 router = APIRouter(prefix="/v1/runs", tags=["events"], responses=AUTH_RESPONSES, route_class=DirectRoute)
 
@@ -38,7 +38,7 @@ SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-class _StreamResponse(Response):
+class StreamResponse(Response):
     """Hands the connection to an :class:`EventStream` (FastAPI wants a Response)."""
 
     def __init__(self, stream: EventStream, release: Callable[[], None]) -> None:
@@ -100,7 +100,7 @@ def event_stream(state: ServerState, principal: Principal, run_id: str, view: Vi
         stats=state.streams,
         draining=state.draining,
     )
-    return _StreamResponse(stream, state.stream_slots.acquire(run_id, principal.sub))
+    return StreamResponse(stream, state.stream_slots.acquire(run_id, principal.sub))
 
 
 def _entry_frames(state: ServerState, run_id: str, after: int) -> AsyncGenerator[Frame, None]:

@@ -12,13 +12,15 @@ it executes (its inbox), at once when it executes in this server.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import NotFoundError, UsageError
-from baton.gates.ledger import GateKind, GateLedger, GateRecord
+from baton.gates.ledger import GateKind, GateLedger, GateRecord, suggested_rule
 from baton.runs.parking import wake_local
 from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
@@ -33,8 +35,10 @@ from baton.server.models import (
     PlanReviewRequest,
 )
 from baton.server.routes._access import AUTH_RESPONSES, visible_run, with_scope
+from baton.server.routes.events import SSE_RESPONSES, StreamResponse
 from baton.server.routing import DirectRoute
-from baton.server.state import server_state
+from baton.server.sse import EventStream, Frame, encode_frame
+from baton.server.state import ServerState, server_state
 
 __all__ = ["router"]
 
@@ -68,25 +72,74 @@ async def list_gates(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> Response:
     """The gates of the caller's runs (every run's for admin), oldest first."""
-    queries = server_state(request).runs
     if run_id is not None:
         await visible_run(request, principal, run_id)  # run_not_found for a run the token may not see
-    owner = None if principal.is_admin else principal.sub
-    # A gate past its deadline is listed as expired.
-    found = await queries.gates(run_id=run_id or principal.run_id, status=status, owner=owner)
-    runs: dict[str, RunRecord] = {}
-    for gate in found:
-        if gate.run_id not in runs:
-            runs[gate.run_id] = await queries.get_run(gate.run_id)
-    visible = [g for g in found if principal.may_see(g.run_id, runs[g.run_id].owner, runs[g.run_id].task_id)]
+    visible = await _visible_gates(server_state(request), principal, run_id, status)
     start = 0
     if cursor is not None:
         start = next((i for i, gate in enumerate(visible) if gate.id > cursor), len(visible))
     page = visible[start : start + limit]
     more = start + limit < len(visible)
     return JSONResponse(
-        {"gates": [gate.to_json() for gate in page], "next_cursor": page[-1].id if more and page else None}
+        {"gates": [gate_json(gate) for gate in page], "next_cursor": page[-1].id if more and page else None}
     )
+
+
+@router.get("/events", responses=SSE_RESPONSES, response_class=Response)
+async def gate_events(request: Request, principal: _Reader) -> Response:
+    """Gate changes across the caller's runs, live (server-sent events; docs/web.md).
+
+    First ``event: snapshot`` with ``{"gates": [...]}``, the pending gates the caller may see
+    (oldest first); then ``event: gate`` with ``{"gate": {...}}`` for each gate that opens or is
+    decided, expires or is superseded. No ids: a client that reconnects gets a new snapshot.
+    """
+    state = server_state(request)
+    config = state.config
+
+    def source() -> AsyncGenerator[Frame, None]:
+        return _gate_frames(state, principal)
+
+    stream = EventStream(
+        source,
+        queue_size=config.sse_queue_size,
+        stall_seconds=config.sse_stall_seconds,
+        heartbeat_seconds=config.sse_heartbeat_seconds,
+        stats=state.streams,
+        draining=state.draining,
+    )
+    return StreamResponse(stream, state.stream_slots.acquire("/v1/gates/events", principal.sub))
+
+
+async def _gate_frames(state: ServerState, principal: Principal) -> AsyncGenerator[Frame, None]:
+    count = 0
+    async with aclosing(state.gate_watch.changes(state.runs)) as changes:
+        async for change in changes:
+            count += 1
+            if change is None:  # the reader has its start: the caller's pending gates now
+                gates = await _visible_gates(state, principal, None, "pending")
+                yield Frame(count, encode_frame(None, "snapshot", {"gates": [gate_json(gate) for gate in gates]}))
+            elif principal.may_see(change.gate.run_id, change.run_owner, change.run_task_id):
+                yield Frame(count, encode_frame(None, "gate", {"gate": gate_json(change.gate)}))
+
+
+def gate_json(gate: GateRecord) -> dict[str, Any]:
+    """The gate object, with the rule ``remember: "session"`` would store (a tool gate's; else null)."""
+    return {**gate.to_json(), "suggested_rule": suggested_rule(gate)}
+
+
+async def _visible_gates(
+    state: ServerState, principal: Principal, run_id: str | None, status: str | None
+) -> list[GateRecord]:
+    """The gates the caller may see (of ``run_id``, with ``status``), oldest first; a gate past its
+    deadline is listed as expired."""
+    queries = state.runs
+    owner = None if principal.is_admin else principal.sub
+    found = await queries.gates(run_id=run_id or principal.run_id, status=status, owner=owner)
+    runs: dict[str, RunRecord] = {}
+    for gate in found:
+        if gate.run_id not in runs:
+            runs[gate.run_id] = await queries.get_run(gate.run_id)
+    return [g for g in found if principal.may_see(g.run_id, runs[g.run_id].owner, runs[g.run_id].task_id)]
 
 
 @router.post("/{gate_id}/decide", response_model=Gate, responses=_DECISION_RESPONSES)
@@ -135,7 +188,8 @@ async def _decide(
             raise
         raise UsageError("request_invalid", exc.message, details=exc.details) from None
     wake_local(gate.id)  # a run executing in this server takes it at once, not at its next inbox read
-    return JSONResponse(decided.to_json())
+    state.gate_watch.poke()  # open inboxes learn of it at once
+    return JSONResponse(gate_json(decided))
 
 
 async def _visible_gate(request: Request, principal: Principal, ledger: GateLedger, gate_id: str) -> GateRecord:

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
 from baton.server.auth import Principal
-from baton.server.models import CreateRunRequest, ErrorResponse, Run, RunList, RunStatus
+from baton.server.models import (
+    CreateRunRequest,
+    ErrorResponse,
+    ForkRunRequest,
+    Run,
+    RunList,
+    RunStatus,
+    RunSummary,
+)
 from baton.server.routes._access import (
     AUTH_RESPONSES,
     NOT_FOUND,
@@ -104,8 +113,46 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         task_id=body.task_id,
         run_mode=body.run_mode,
         owner=principal.sub,
+        record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
+        replay=cassette_path(body.replay, state.baton.settings.home) if body.replay else None,
+        replay_timing=body.replay_timing,
     )
+    if spec.record is not None and spec.replay is not None:
+        raise UsageError("invalid_argument", "record and replay are exclusive")
     handle = await state.baton.start(spec)
+    state.handles[handle.run_id] = handle
+    return run_object(await state.runs.get_run(handle.run_id))
+
+
+@router.post(
+    "/{run_id}/fork",
+    status_code=201,
+    response_model=Run,
+    responses={
+        400: {"model": ErrorResponse, "description": "invalid_argument (a turn or seq the run does not have)"},
+        403: {"model": ErrorResponse, "description": "scope_missing, repository_not_allowed"},
+        404: {"model": ErrorResponse, "description": "run_not_found"},
+        409: {"model": ErrorResponse, "description": "workspace_dirty, workspace_busy"},
+    },
+)
+async def fork_run(run_id: str, body: ForkRunRequest, request: Request, principal: _Writer) -> Run:
+    """A new run with the conversation of ``run_id`` up to a turn (or log entry) and its snapshot there."""
+    state = server_state(request)
+    state.commands.take(principal.sub)
+    if principal.run_id is not None:
+        raise AuthError("scope_missing", "this token is limited to one run; it starts no other")
+    original = await visible_run(request, principal, run_id)
+    repo = allowed_repository(body.repo, state.config) if body.repo else None
+    changes = {"owner": principal.sub}
+    handle = await state.baton.fork(
+        original.id,
+        body.prompt,
+        turn=body.turn,
+        seq=body.seq,
+        repo=repo,
+        record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
+        **changes,
+    )
     state.handles[handle.run_id] = handle
     return run_object(await state.runs.get_run(handle.run_id))
 
@@ -115,19 +162,39 @@ async def list_runs(
     request: Request,
     principal: _Reader,
     status: Annotated[RunStatus | None, Query(description="Only runs with this status.")] = None,
+    agent: Annotated[str | None, Query(description="Only runs of this agent.")] = None,
+    repo: Annotated[str | None, Query(description="Only runs on this repository (its path as listed).")] = None,
+    order: Annotated[Literal["oldest", "newest"], Query(description="oldest (default) or newest first.")] = "oldest",
+    summary: Annotated[bool, Query(description="Add summaries: pending gates and tokens of each listed run.")] = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-) -> RunList:
-    """The caller's runs (every run for admin), oldest first."""
+) -> Response:
+    """The caller's runs (every run for admin), oldest first (``order=newest``: newest first)."""
     state = server_state(request)
-    records = [r for r in await state.runs.list_runs(status) if principal.may_see(r.id, r.owner, r.task_id)]
+    records = [
+        r
+        for r in await state.runs.list_runs(status)
+        if principal.may_see(r.id, r.owner, r.task_id)
+        and (agent is None or r.agent == agent)
+        and (repo is None or r.repo == repo)
+    ]
+    newest = order == "newest"
+    if newest:
+        records.reverse()
     start = 0
     if cursor is not None:
         ids = [record.id for record in records]
         if cursor in ids:
             start = ids.index(cursor) + 1
-        else:  # the cursor's run is gone or filtered out: continue after it by id order
-            start = next((i for i, record in enumerate(records) if record.id > cursor), len(records))
+        else:  # the cursor's run is gone or filtered out: continue after it in id order
+            start = next(
+                (i for i, r in enumerate(records) if (r.id < cursor if newest else r.id > cursor)), len(records)
+            )
     page = records[start : start + limit]
     more = start + limit < len(records)
-    return RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
+    listed = RunList(runs=[run_object(r) for r in page], next_cursor=page[-1].id if more and page else None)
+    if not summary:  # the list as it always was, without the key
+        return JSONResponse(listed.model_dump(exclude={"summaries"}))
+    found = await state.baton.store.run_summaries([record.id for record in page])
+    listed.summaries = {run_id: RunSummary.model_validate(values) for run_id, values in found.items()}
+    return JSONResponse(listed.model_dump())
