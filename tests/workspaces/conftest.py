@@ -38,7 +38,9 @@ def ws_settings(tmp_path: Path) -> Settings:
 
 def fingerprint(repo: Path) -> dict[str, str]:
     """What of ``repo`` a run must leave byte-identical: HEAD, the index file, every file of the
-    working tree (ignored ones too), every ref (loose and packed) and the stash, the config."""
+    working tree (ignored ones too), every ref (loose and packed) and the stash, the config.
+    The result branches runs add (``refs/heads/baton/*``, docs/workspaces.md "Results") are left
+    out of ``refs``: a run may add its branch, never change another ref."""
     dot_git = repo / ".git"
     tree = hashlib.sha256()
     for path in sorted(repo.rglob("*")):
@@ -53,7 +55,11 @@ def fingerprint(repo: Path) -> dict[str, str]:
         "HEAD": (dot_git / "HEAD").read_text(),
         "index": hashlib.sha256((dot_git / "index").read_bytes()).hexdigest() if (dot_git / "index").exists() else "",
         "tree": tree.hexdigest(),
-        "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "refs": "\n".join(
+            line
+            for line in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()
+            if not line.startswith("refs/heads/baton/")
+        ),
         "packed": (dot_git / "packed-refs").read_text() if (dot_git / "packed-refs").exists() else "",
         "stash": git(repo, "stash", "list"),
         "config": (dot_git / "config").read_text(),

@@ -49,7 +49,11 @@ async def test_four_runs_at_once_on_one_repository_each_hold_exactly_their_chang
         assert shown["repo"] == str(repo.resolve()) and workspace["kind"] == "worktree"
         assert workspace["path"] == str(ws_settings.workspace_dir(record.id)) == record.cwd
         assert workspace["base_commit"] == git(repo, "rev-parse", "HEAD")
-        assert (workspace["branch"], workspace["head_commit"], workspace["pull_request_url"]) == (None, None, None)
+        # its result as a branch of the user's repository holding exactly its change
+        branch, head = workspace["branch"], workspace["head_commit"]
+        assert branch.startswith("baton/") and workspace["pull_request_url"] is None
+        assert git(repo, "rev-parse", f"refs/heads/{branch}") == head
+        assert git(repo, "diff", "--name-status", workspace["base_commit"], head) == f"A\t{name}"
         path = Path(workspace["path"])
         assert git(path, "status", "--porcelain") == f"?? {name}"  # exactly its change
         assert (path / name).read_text() == f"written for {name}\n"
@@ -72,7 +76,13 @@ async def test_a_url_is_cloned_and_the_run_works_in_the_clone(
     assert shown["repo"] == f"file://{bare}" and shown["workspace"]["kind"] == "clone"
     clone = Path(shown["workspace"]["path"])
     assert (clone / "cloned.txt").is_file() and git(clone, "remote", "get-url", "origin") == f"file://{bare}"
-    assert fingerprint_bare(bare) == upstream
+    # The upstream gains only the run's branch (a clone's result is pushed by default,
+    # docs/workspaces.md "Results"); every ref it had is as it was.
+    branch = shown["workspace"]["branch"]
+    assert branch is not None and branch.startswith("baton/")
+    after = fingerprint_bare(bare).splitlines()
+    assert [line for line in after if not line.startswith(f"refs/heads/{branch} ")] == upstream.splitlines()
+    assert git(bare, "show", f"{branch}:cloned.txt") == "written for cloned.txt"
 
 
 def fingerprint_bare(bare: Path) -> str:
