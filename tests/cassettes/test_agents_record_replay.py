@@ -33,7 +33,8 @@ _VOLATILE = frozenset({"run_id", "seq", "log_seq", "ts", "raw", "duration_ms", "
 def _settings(tmp_path: Path, name: str) -> Settings:
     import os
 
-    return Settings.load({"BATON_HOME": str(tmp_path / name), "PATH": os.environ.get("PATH", "")})
+    environ = {"BATON_HOME": str(tmp_path / name), "PATH": os.environ.get("PATH", ""), "BATON_WORKSPACE": "in-place"}
+    return Settings.load(environ)
 
 
 def _comparable(value: Any, paths: dict[str, str]) -> Any:

@@ -26,7 +26,8 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 async def test_a_fork_at_turn_2_carries_turns_1_and_2_and_starts_on_snapshot_2(tmp_path: Path) -> None:
-    settings = Settings.load({"BATON_HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", "")})
+    environ = {"BATON_HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", ""), "BATON_WORKSPACE": "in-place"}
+    settings = Settings.load(environ)
     repo = make_git_repo(tmp_path / "repo", {"README.md": "# a repository\n"})
     cassette = tmp_path / "fork.cassette.jsonl"
     async with Baton(settings) as baton:

@@ -77,7 +77,9 @@ def fresh_profile(playwright: Playwright) -> Iterator[BrowserContext]:
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """A server with the local token (sub ``local``), shared by a module's tests."""
     tmp = tmp_path_factory.mktemp("web")
-    settings = Settings.load({"BATON_HOME": str(tmp / "baton-home"), "PATH": os.environ.get("PATH", "")})
+    # in place: the tests read the repository the run worked on (docs/workspaces.md)
+    environ = {"BATON_HOME": str(tmp / "baton-home"), "PATH": os.environ.get("PATH", ""), "BATON_WORKSPACE": "in-place"}
+    settings = Settings.load(environ)
     # Runs started over HTTP (the New task page) talk to a scripted model playing `plain`; the
     # tests' own runs name a scenario each (RunSpec.scenario).
     with ScriptedModelServer("plain") as model:

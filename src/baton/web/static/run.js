@@ -322,6 +322,9 @@ class RunView {
         this.item("snapshot", h("span", { class: "who" }, "Snapshot"), h("code", {}, data.snapshot_id), ` +${(data.added || []).length} ~${(data.modified || []).length} −${(data.deleted || []).length}`);
         this.loadSnapshots();
         break;
+      case "branch.created":
+        this.item("snapshot", h("span", { class: "who" }, "Branch"), h("code", {}, data.branch || "?"), ` ${data.files_changed ?? 0} files · +${data.insertions ?? 0} −${data.deletions ?? 0}`);
+        break;
       case "turn.finished":
         this.addUsage(data);
         this.item("turn", `Turn finished (${data.stop_reason || "?"}) · ${formatTokens((data.usage || {}).input_tokens)} in / ${formatTokens((data.usage || {}).output_tokens)} out · ${formatCost(data.total_cost_usd)}`);
@@ -439,5 +442,5 @@ class RunView {
 
 const EVENT_TYPES = [
   "task.started", "message", "file.read", "file.changed", "command.started", "command.finished", "test.result",
-  "gate.opened", "gate.resolved", "snapshot.captured", "turn.finished", "task.finished", "task.failed",
+  "gate.opened", "gate.resolved", "snapshot.captured", "branch.created", "turn.finished", "task.finished", "task.failed",
 ];
