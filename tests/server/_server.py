@@ -137,10 +137,16 @@ async def sse_messages(response: httpx.Response, reader: SseReader | None = None
 
 
 async def read_stream(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], *, stop_after: int | None = None
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    *,
+    stop_after: int | None = None,
+    received: list[SseMessage] | None = None,
 ) -> list[SseMessage]:
-    """Every message of the stream until the server closes it (or ``stop_after`` messages)."""
-    received: list[SseMessage] = []
+    """Every message of the stream until the server closes it (or ``stop_after`` messages),
+    appended to ``received`` as they come when one is given (a caller watching progress)."""
+    received = [] if received is None else received
     async with client.stream("GET", url, headers=headers) as response:
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.server._fake_run import FakeRun, events_url
-from tests.server._server import RunningServer, SseReader, read_stream, running_server, wait_until
+from tests.server._server import RunningServer, SseMessage, SseReader, read_stream, running_server, wait_until
 
 from baton.config import Settings
 from baton.events.entry import Direction
@@ -280,9 +280,12 @@ async def test_shutdown_ends_open_streams_cleanly(settings: Settings) -> None:
         server = stack.enter_context(running_server(settings, ServerConfig(sse_heartbeat_seconds=0.05)))
         run = FakeRun(server)
         async with httpx.AsyncClient(timeout=30) as client:
-            reading = asyncio.create_task(read_stream(client, events_url(server, run.id), server.headers()))
-            await asyncio.to_thread(wait_until, lambda: server.streams.open == 1, 10, "the stream")
-            await asyncio.to_thread(stack.close)  # stop the server
+            so_far: list[SseMessage] = []
+            reading = asyncio.create_task(
+                read_stream(client, events_url(server, run.id), server.headers(), received=so_far)
+            )
+            await asyncio.to_thread(wait_until, lambda: server.streams.open == 1 and len(so_far) == 1, 10, "the stream")
+            await asyncio.to_thread(stack.close)  # stop the server once the client holds the first event
             received = await asyncio.wait_for(reading, 10)  # the body ended: no error on the client
     # The stream was ended by the drain, not cut by uvicorn's graceful-shutdown timeout.
     assert server.streams.drained == 1 and server.streams.open == 0
