@@ -35,6 +35,8 @@ from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.errors import AgentError
 from baton.sandbox.bwrap import containment
+from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.network import SandboxNetwork, proxy_environment
 from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["AgentCommand", "ExitReport", "LaunchContext", "SubprocessAgent"]
@@ -71,6 +73,7 @@ class AgentCommand:
     session_meta: Mapping[str, Any] | None = None  # ``_meta`` of ``session/new`` (claude-acp: settingSources)
     session_mode: str | None = None  # set with ``session/set_mode`` right after ``session/new``
     sandbox: SandboxPlan | None = None  # the run's sandbox; None: contained only
+    network: SandboxNetwork | None = None  # the sandbox's own network (baton serves its proxies)
 
 
 @dataclass(frozen=True)
@@ -106,27 +109,41 @@ class SubprocessAgent:
     def sandbox(self) -> SandboxPlan | None:
         return self.command.sandbox
 
+    @property
+    def network(self) -> SandboxNetwork | None:
+        return self.command.network
+
     async def start(self) -> Transport:
         if self.process is not None or self._closed:
             raise RuntimeError("an agent process starts once")
         command = self.command
         env = dict(command.env)
         env[RUN_ID_VARIABLE] = command.run_id
+        network = command.network if command.sandbox is not None and command.sandbox.network.isolated else None
+        door = NetnsDoor.pipes() if network is not None else None
+        if network is not None:
+            env.update(proxy_environment())
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                *_contained(command),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=command.cwd,
-                start_new_session=True,
-                limit=stream_limit(),
-            )
+            async with network.serving(door) if network is not None and door is not None else contextlib.nullcontext():
+                self.process = await asyncio.create_subprocess_exec(
+                    *_contained(command, door),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=env,
+                    cwd=command.cwd,
+                    start_new_session=True,
+                    limit=stream_limit(),
+                    pass_fds=door.pass_fds if door is not None else (),
+                )
         except OSError as exc:
             raise AgentError(
                 "agent_not_installed", f"cannot start {self.name} ({command.argv[0]}): {exc.strerror or exc}"
             ) from exc
+        except BaseException:
+            if self.process is not None:  # its network could not be made: it does not run without
+                kill_process_group(self.process.pid, signal.SIGKILL)
+            raise
         process = self.process
         assert process.stdout is not None and process.stdin is not None
         self._transport = LineTransport(process.stdout, process.stdin, process.stderr)
@@ -161,12 +178,14 @@ class SubprocessAgent:
         await asyncio.to_thread(kill_run_processes, self.command.run_id)
         if self._transport is not None:
             await self._transport.close()
+        if self.command.network is not None:
+            await self.command.network.aclose()
 
 
-def _contained(command: AgentCommand) -> list[str]:
+def _contained(command: AgentCommand, door: NetnsDoor | None = None) -> list[str]:
     """The command line inside the run's sandbox (or contained only)."""
     plan = command.sandbox or SandboxPlan("none", containment())
-    return plan.wrap(command.argv, command.cwd)
+    return plan.wrap(command.argv, command.cwd, door=door.bwrap_args() if door is not None else ())
 
 
 async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:

@@ -204,6 +204,8 @@ class RunExecution:
                 run_started["mount_ro"] = list(spec.mount_ro)
             if spec.mount_rw:
                 run_started["mount_rw"] = list(spec.mount_rw)
+            if spec.allow_net:
+                run_started["allow_net"] = list(spec.allow_net)
             opening["run_started"] = run_started
         if self._resume is not None:
             opening["resume"] = self._resume
@@ -213,6 +215,8 @@ class RunExecution:
             self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
+        if self._agent.network is not None:  # every connection its allow-list proxy sees
+            self._agent.network.report_to(lambda decision: self._note("net", decision.to_dict()))
         started = time.monotonic()
         try:
             if self._setup is not None and self._resume is None:
