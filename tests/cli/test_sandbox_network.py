@@ -128,7 +128,9 @@ def test_the_real_key_never_enters_the_sandbox_and_an_https_endpoint_is_verified
     repo = make_git_repo(tmp_path / "repo", {"README.md": "hi\n"})
     with ScriptedModelServer(load_scenario("bash-prompt"), ssl_context=authority.server_context()) as server:
         baton.env.update(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY=CANARY, BATON_MODEL_CA_BUNDLE=str(ca))
-        done = baton("run", "env > env.txt; echo ENV-WRITTEN", "--repo", str(repo), "--mode", "acceptEdits", "--allow", "Bash")
+        done = baton(
+            "run", "env > env.txt; echo ENV-WRITTEN", "--repo", str(repo), "--mode", "acceptEdits", "--allow", "Bash"
+        )
         requests = server.requests
     assert done.returncode == 0, done.describe()
     assert "ENV-WRITTEN" in done.stdout
@@ -164,3 +166,25 @@ def _run_id(baton: BatonCLI) -> str:
     with sqlite3.connect(baton.home / "baton.db") as connection:
         (run_id,) = connection.execute("SELECT id FROM runs").fetchone()
     return str(run_id)
+
+
+@needs_netns
+def test_the_setup_step_gets_the_agents_network_and_no_key(tmp_path: Path, host_server: tuple[int, list[str]]) -> None:
+    port, hits = host_server
+    baton = BatonCLI(tmp_path / "home")
+    baton.env["ANTHROPIC_API_KEY"] = CANARY  # in baton's environment: never the setup's
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "hi\n"})
+    setup = (
+        f"env > setup-env.txt; curl -sS -m 5 --noproxy '' -x \"$HTTP_PROXY\" http://localhost:{port}/from-setup; "
+        f"curl -sS -m 3 http://127.0.0.1:{port}/direct-from-setup || true"
+    )
+    done = baton(
+        "run", "echo agent-ran", "--repo", str(repo), *SCRIPTED, "--setup", setup, "--allow-net", f"localhost:{port}",
+        "--workspace", "worktree",
+    )  # fmt: skip
+    assert done.returncode == 0, done.describe()
+    assert hits == ["/from-setup"], hits
+    (written,) = baton.home.rglob("setup-env.txt")  # in the run's worktree
+    environment = written.read_text()
+    assert CANARY not in environment and "ANTHROPIC_API_KEY" not in environment
+    assert "HTTP_PROXY=http://127.0.0.1:17071" in environment

@@ -34,10 +34,9 @@ from baton.acp.transport import Transport
 from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.errors import AgentError
-from baton.sandbox.bwrap import containment
-from baton.sandbox.netns import NetnsDoor
-from baton.sandbox.network import SandboxNetwork, proxy_environment
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
+from baton.sandbox.spawn import spawn_contained
 
 __all__ = ["AgentCommand", "ExitReport", "LaunchContext", "SubprocessAgent"]
 
@@ -119,31 +118,22 @@ class SubprocessAgent:
         command = self.command
         env = dict(command.env)
         env[RUN_ID_VARIABLE] = command.run_id
-        network = command.network if command.sandbox is not None and command.sandbox.network.isolated else None
-        door = NetnsDoor.pipes() if network is not None else None
-        if network is not None:
-            env.update(proxy_environment())
         try:
-            async with network.serving(door) if network is not None and door is not None else contextlib.nullcontext():
-                self.process = await asyncio.create_subprocess_exec(
-                    *_contained(command, door),
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=env,
-                    cwd=command.cwd,
-                    start_new_session=True,
-                    limit=stream_limit(),
-                    pass_fds=door.pass_fds if door is not None else (),
-                )
+            self.process = await spawn_contained(
+                command.argv,
+                plan=command.sandbox,
+                network=command.network,
+                cwd=command.cwd,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=stream_limit(),
+            )
         except OSError as exc:
             raise AgentError(
                 "agent_not_installed", f"cannot start {self.name} ({command.argv[0]}): {exc.strerror or exc}"
             ) from exc
-        except BaseException:
-            if self.process is not None:  # its network could not be made: it does not run without
-                kill_process_group(self.process.pid, signal.SIGKILL)
-            raise
         process = self.process
         assert process.stdout is not None and process.stdin is not None
         self._transport = LineTransport(process.stdout, process.stdin, process.stderr)
@@ -180,12 +170,6 @@ class SubprocessAgent:
             await self._transport.close()
         if self.command.network is not None:
             await self.command.network.aclose()
-
-
-def _contained(command: AgentCommand, door: NetnsDoor | None = None) -> list[str]:
-    """The command line inside the run's sandbox (or contained only)."""
-    plan = command.sandbox or SandboxPlan("none", containment())
-    return plan.wrap(command.argv, command.cwd, door=door.bwrap_args() if door is not None else ())
 
 
 async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:

@@ -241,7 +241,9 @@ class RunExecution:
         if skipped is not None:
             self._note("setup", {"status": "skipped", "reason": skipped})
         if step is not None:
-            await run_setup(step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox)
+            await run_setup(
+                step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
+            )
 
     async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
         """Close the run's own model (the cassette is whole then); a replay that met a request
