@@ -119,7 +119,8 @@ class NetnsDoor:
 
     async def listen(self, ports: Sequence[int], *, wait_seconds: float = 30.0) -> list[socket.socket]:
         """Wait for the child, make a listening TCP socket on 127.0.0.1 at each port inside its
-        network namespace, then let it go on (also when this fails: it then has no network).
+        network namespace, then let it go on. On failure the child is left waiting: the caller
+        kills it, then :meth:`close` (were it let go, it would find no network at all).
 
         ``agent_start_timeout`` when bubblewrap says nothing in ``wait_seconds``,
         ``agent_exited`` when it ends first, ``sandbox_network_failed`` when the sockets cannot
@@ -127,12 +128,12 @@ class NetnsDoor:
         """
         try:
             pid = await asyncio.wait_for(self._child_pid(), wait_seconds)
-            return await asyncio.to_thread(_listen_in, pid, list(ports))
+            sockets = await asyncio.to_thread(_listen_in, pid, list(ports))
         except TimeoutError as exc:
             message = f"bubblewrap did not start the sandbox in {wait_seconds:g} s"
             raise AgentError("agent_start_timeout", message) from exc
-        finally:
-            self.release()
+        self.release()
+        return sockets
 
     def release(self) -> None:
         """Let the child go on (idempotent)."""
@@ -143,8 +144,11 @@ class NetnsDoor:
             self._block = -1
 
     def close(self) -> None:
-        """Release the child and close every descriptor and FIFO of this door (idempotent)."""
-        self.release()
+        """Close every descriptor and FIFO of this door (idempotent). A child still waiting then
+        reads EOF and goes on: kill it first if it must not run."""
+        if self._block >= 0:
+            os.close(self._block)
+            self._block = -1
         self.spawned()
         if self._info >= 0:
             os.close(self._info)

@@ -119,22 +119,20 @@ class SandboxNetwork:
     @contextlib.asynccontextmanager
     async def serving(self, door: NetnsDoor) -> AsyncIterator[None]:
         """``async with network.serving(door): <spawn the bubblewrap behind door>``: serves while
-        the body spawns, and on leaving waits until both proxies listen (raising what failed).
-        The door is closed on the way out; a body that fails cancels the serving."""
+        the body spawns, and on leaving waits until both proxies listen (raising what failed:
+        the caller then kills what it spawned and closes the door). A body that fails cancels
+        the serving."""
         task = asyncio.create_task(self.serve(door))
         try:
             yield
         except BaseException:
             task.cancel()
-            door.close()
             with contextlib.suppress(BaseException):
                 await task
             raise
         door.spawned()
-        try:
-            await task
-        finally:
-            door.close()
+        await task
+        door.close()
 
     async def aclose(self) -> None:
         self._closed = True

@@ -54,10 +54,10 @@ async def spawn_contained(
                 **options,
             )
     except BaseException:
-        if door is not None:
-            door.close()
         if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)  # its own session: the group is its pid
+        if door is not None:
+            door.close()  # after the kill: a bubblewrap let go would run its command
         raise
     return process

@@ -191,10 +191,13 @@ class ClaudeAgent:
                 await client.connect()
         except AgentError as exc:
             with contextlib.suppress(Exception):
-                await client.disconnect()
+                await client.disconnect()  # ends the wrapper's bubblewrap, still waiting behind the door
             raise RequestError.internal_error({"code": exc.code, "message": exc.message}) from exc
         except Exception as exc:
             raise RequestError.internal_error({"code": "agent_start_timeout", "message": str(exc)}) from exc
+        finally:
+            if door is not None:
+                door.close()
         self._client = client
         if launch.continues_deferred:  # the turn Claude continues by itself (see ClaudeLaunch)
             self._turn = asyncio.get_running_loop().create_future()
