@@ -130,6 +130,14 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
     return run_object(await state.runs.get_run(handle.run_id))
 
 
+@router.get("/{run_id}/sandbox", responses=NOT_FOUND)
+async def get_run_sandbox(run_id: str, request: Request, principal: _Reader) -> dict[str, Any]:
+    """Where the run's agent ran last (its latest ``_baton/sandbox``: mode, containment, paths,
+    network rules, bubblewrap version; docs/sandbox.md); ``{"sandbox": null}`` before it started."""
+    record = await visible_run(request, principal, run_id)
+    return {"run_id": record.id, "sandbox": await server_state(request).runs.last_note(record.id, "_baton/sandbox")}
+
+
 def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
     """A mount, a host or a weaker sandbox widens what the agent reaches on the server: the
     ``admin`` scope only (the server's configured sandbox applies to every run)."""
