@@ -215,8 +215,11 @@ class RunExecution:
             self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
-        if self._agent.network is not None:  # every connection its allow-list proxy sees
-            self._agent.network.report_to(lambda decision: self._note("net", decision.to_dict()))
+        network = self._agent.network
+        if network is not None:  # every connection its allow-list proxy sees; its model requests as spans
+            network.report_to(lambda decision: self._note("net", decision.to_dict()))
+            if network.observer is None and self._run_telemetry is not None:
+                network.observer = self._run_telemetry.model_observer()
         started = time.monotonic()
         try:
             if self._setup is not None and self._resume is None:

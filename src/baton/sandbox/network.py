@@ -73,7 +73,7 @@ def proxy_environment() -> dict[str, str]:
     env: dict[str, str] = {}
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
         env[name] = env[name.lower()] = PROXY_URL
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
     return env
 
 
