@@ -40,15 +40,23 @@ def prepare_sample_repo(destination: Path) -> Path:
     return destination
 
 
-def next_commands(run_id: str, home: Path, baton: str) -> list[tuple[str, str]]:
-    """Three commands to try with the demo's run, ready to paste (they name its home), each with
-    what it shows."""
+def next_commands(run_id: str, home: Path, baton: str, repo: Path | None = None) -> list[tuple[str, str]]:
+    """Commands to try with the demo's run, ready to paste (they name its home), each with what
+    it shows; with ``repo``, the one that takes its branch into the sample repository."""
     prefix = f"BATON_HOME={shlex.quote(str(home))} {baton}"
-    return [
+    commands = [
         ("the run again, as it was shown", f"{prefix} logs {run_id} --pretty"),
         ("what the agent changed", f"{prefix} diff {run_id}"),
         ("the working tree as baton captured it after each step", f"{prefix} snapshots {run_id}"),
     ]
+    if repo is not None:
+        commands.append(
+            (
+                f"take the run's branch into the checked-out branch of {repo}",
+                f"{prefix} merge {run_id}",
+            )
+        )
+    return commands
 
 
 def main() -> int:
@@ -85,7 +93,7 @@ def main() -> int:
     if run_id is not None:
         print(f"\nThe run is kept in {home}/; it worked in its own worktree {workspace} ({repo} is as made).")
         print("Next, try:")
-        for what, command in next_commands(run_id, home, _baton_command()):
+        for what, command in next_commands(run_id, home, _baton_command(), repo):
             print(f"  # {what}\n  {command}")
     return code
 

@@ -149,16 +149,20 @@ def test_make_demo_runs_offline_and_says_what_to_try_next(demos: Demos) -> None:
     kept, _, tried = after.partition("\nNext, try:\n")
     assert "it worked in its own worktree " in kept and "/workspaces/run_" in kept, kept  # the sample is as made
     commands = [line.strip() for line in tried.splitlines() if not line.strip().startswith("#")]
-    assert len(commands) == 3, after
+    assert len(commands) == 4, after
     # Pasted into a shell in the checkout, each works on the run the demo made (and kept).
     pasted = [
         subprocess.run(c, shell=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60) for c in commands
     ]
-    assert [p.returncode for p in pasted] == [0, 0, 0], pasted
+    assert [p.returncode for p in pasted] == [0, 0, 0, 0], pasted
     live = shown[shown.index("─") :]  # the live view, from its first line
     assert pasted[0].stdout.rstrip("\n") == live.rstrip("\n")
     assert "+  return a + b;" in pasted[1].stdout
     assert "s1 " in pasted[2].stdout
+    # The last one took the run's branch into the sample repository's branch.
+    sample = Path(re.search(r"\((\S+) is as made\)", kept).group(1))  # type: ignore[union-attr]
+    sample = sample if sample.is_absolute() else REPO_ROOT / sample
+    assert "return a + b;" in (sample / "calc.js").read_text()
 
 
 def test_an_edited_command_is_shown_as_what_ran() -> None:
