@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -75,6 +76,14 @@ class BatonCLI:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.env = cli_environment(home)
+
+    def notes(self, method: str) -> list[dict[str, Any]]:
+        """The params of every log entry of ``method`` (``_baton/sandbox`` …) in the home's SQLite store."""
+        with sqlite3.connect(self.home / "baton.db") as connection:
+            rows = connection.execute(
+                "SELECT payload FROM log_entries WHERE method = ? ORDER BY seq", (method,)
+            ).fetchall()
+        return [json.loads(row[0])["params"] for row in rows]
 
     def start(self, *args: str, cwd: Path = REPO_ROOT) -> Started:
         process = subprocess.Popen(

@@ -8,7 +8,6 @@ repository and ``BATON_HOME`` under the home directory, the run's agent home ins
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -35,12 +34,6 @@ def _workstation(tmp_path: Path) -> tuple[BatonCLI, Path, Path]:
     return baton, home, repo
 
 
-def _log(baton: BatonCLI, method: str) -> list[dict[str, object]]:
-    with sqlite3.connect(baton.home / "baton.db") as connection:
-        rows = connection.execute("SELECT payload FROM log_entries WHERE method = ? ORDER BY seq", (method,)).fetchall()
-    return [json.loads(row[0])["params"] for row in rows]
-
-
 @needs_bwrap
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_the_agents_own_bash_cannot_get_out(tmp_path: Path, agent: str) -> None:
@@ -65,10 +58,10 @@ def test_the_agents_own_bash_cannot_get_out(tmp_path: Path, agent: str) -> None:
     assert (repo / "inside.txt").read_text() == "inside\n"
     # The refusals are the commands' own errors, shown to the model and the human alike.
     assert "No such file or directory" in done.stdout or "Read-only file system" in done.stdout, done.describe()
-    (sandbox,) = _log(baton, "_baton/sandbox")
+    (sandbox,) = baton.notes("_baton/sandbox")
     assert sandbox["mode"] == "bwrap" and sandbox["containment"] == "pid_namespace"
-    assert str(repo) in sandbox["writable"]  # type: ignore[operator]
-    assert not any(str(home / ".ssh") in path or path == str(home) for path in sandbox["read_only"])  # type: ignore[union-attr]
+    assert str(repo) in sandbox["writable"]
+    assert not any(str(home / ".ssh") in path or path == str(home) for path in sandbox["read_only"])
 
 
 @needs_bwrap
@@ -79,8 +72,8 @@ def test_mounts_and_sandbox_none_are_the_runs_own_and_baton_show_says_so(tmp_pat
     (shared / "notes.txt").write_text("NOTES-READ\n")
     done = baton("run", f"cat {shared}/notes.txt", "--repo", str(repo), *SCRIPTED, "--mount-ro", str(shared))
     assert done.returncode == 0 and "NOTES-READ" in done.stdout, done.describe()
-    run_id = _log(baton, "_baton/run_started")[0]["run_id"]
-    assert _log(baton, "_baton/run_started")[0]["mount_ro"] == [str(shared)]
+    run_id = baton.notes("_baton/run_started")[0]["run_id"]
+    assert baton.notes("_baton/run_started")[0]["mount_ro"] == [str(shared)]
     shown = baton("show", str(run_id))
     assert "sandbox:" in shown.stdout and "bwrap (bubblewrap" in shown.stdout, shown.describe()
     body = json.loads(baton("show", str(run_id), "--json").stdout)
@@ -96,7 +89,7 @@ def test_without_bubblewrap_the_run_says_containment_unavailable(tmp_path: Path)
     baton.env[BWRAP_VARIABLE] = str(tmp_path / "no-such-bwrap")
     done = baton("run", "echo uncontained", "--repo", str(repo), *SCRIPTED)
     assert done.returncode == 0, done.describe()
-    (sandbox,) = _log(baton, "_baton/sandbox")
+    (sandbox,) = baton.notes("_baton/sandbox")
     assert sandbox["code"] == "containment_unavailable" and sandbox["containment"] == "none"
     assert "not installed" in str(sandbox["message"])
     refused = baton("run", "x", "--repo", str(repo), *SCRIPTED, "--sandbox", "bwrap")

@@ -10,7 +10,6 @@ model proxy, which holds the real key.
 from __future__ import annotations
 
 import http.server
-import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -63,12 +62,6 @@ def host_server() -> Iterator[tuple[int, list[str]]]:
         server.server_close()
 
 
-def _log(baton: BatonCLI, method: str) -> list[dict[str, object]]:
-    with sqlite3.connect(baton.home / "baton.db") as connection:
-        rows = connection.execute("SELECT payload FROM log_entries WHERE method = ? ORDER BY seq", (method,)).fetchall()
-    return [json.loads(row[0])["params"] for row in rows]
-
-
 @needs_netns
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_nothing_is_reachable_but_the_model_and_what_is_allowed(
@@ -97,12 +90,12 @@ def test_nothing_is_reachable_but_the_model_and_what_is_allowed(
         # Codex runs each command in a sandbox of its own (workspace-write: no network at all),
         # nested in baton's: its commands reach nothing, not even the allow-list proxy; Codex
         # itself reached its model through baton's model proxy (the run finished).
-        assert hits == [] and not _log(baton, "_baton/net"), hits
+        assert hits == [] and not baton.notes("_baton/net"), hits
         return
     # Only the allowed name got through, through baton's proxy.
     assert hits == ["/allowed"], hits
     assert "REACHED-THE-HOST" in done.stdout
-    decisions = _log(baton, "_baton/net")
+    decisions = baton.notes("_baton/net")
     assert {"host": "127.0.0.1", "port": port, "allowed": False} in [
         {key: d[key] for key in ("host", "port", "allowed")} for d in decisions
     ]
@@ -112,7 +105,7 @@ def test_nothing_is_reachable_but_the_model_and_what_is_allowed(
     refusals = [e["data"] for e in events if e["type"] == "message" and e["data"].get("tool") == "network"]
     assert refusals and all(r["denied"] is True for r in refusals)
     assert any(f"127.0.0.1:{port} is not on the allow-list" in r["text"] for r in refusals)
-    (sandbox,) = _log(baton, "_baton/sandbox")
+    (sandbox,) = baton.notes("_baton/sandbox")
     network = sandbox["network"]
     assert isinstance(network, dict) and network["mode"] == "isolated"
     assert network["allow_net"] == [f"localhost:{port}"]
