@@ -46,7 +46,6 @@ from baton.server.models import JsonRpcRequest, JsonRpcResponse, RunStatus
 from baton.server.routes._access import AUTH_RESPONSES, with_scope
 from baton.server.routes.commands import answer_command
 from baton.server.routes.events import SSE_RESPONSES, View, event_stream, resume_point
-from baton.server.routes.health import database_reachable
 from baton.server.routing import DirectRoute, add_routers
 from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
@@ -94,7 +93,7 @@ def create_sandbox_app(state: ServerState, run_id: str) -> FastAPI:
     @router.get("/health", response_model=SandboxHealth, tags=["server"])
     async def health() -> SandboxHealth:
         """Version, database and the run's status (no token)."""
-        reachable = await database_reachable(state.baton.store.engine)
+        reachable = await state.baton.store.reachable()
         status = (await runs.get_run(run_id)).status if reachable else None
         return SandboxHealth.model_validate(
             {

@@ -13,11 +13,11 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Engine, bindparam, event, insert, select, update
+from sqlalchemy import Engine, bindparam, event, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from baton.errors import NotFoundError, UsageError
+from baton.errors import NotFoundError, StorageError, UsageError
 from baton.events.entry import utc_timestamp
 from baton.store import _gates, _rundata, _summaries, transfer
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
@@ -107,6 +107,19 @@ class Store:
 
     async def aclose(self) -> None:
         self.close()
+
+    async def reachable(self) -> bool:
+        """Whether the database answers a ``SELECT 1`` (a storage error of any kind: no)."""
+
+        def ping() -> None:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+
+        try:
+            await in_thread(ping)
+        except StorageError:
+            return False
+        return True
 
     def close(self) -> None:
         if not self._closed:
