@@ -7,10 +7,11 @@ agents' SDKs (seconds), and importing ``baton`` alone stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from baton.config import VERSION, Settings
 from baton.errors import BatonError
+from baton.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from baton.runs.api import Baton
@@ -24,10 +25,4 @@ __version__ = VERSION
 _LAZY = {"Baton": "baton.runs.api", "RunSpec": "baton.runs.spec", "Runs": "baton.runs.queries"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'baton' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -8,7 +8,9 @@ Imported on first use: the host pulls in the ACP SDK and the agents' registry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from baton.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from baton.acp.extensions import notification
@@ -41,10 +43,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'baton.acp' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

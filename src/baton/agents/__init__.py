@@ -13,9 +13,10 @@ Everything but :data:`AGENTS_DIR` is imported on first use: the agents' modules 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from baton.config import AGENTS_DIR
+from baton.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from baton.agents.base import AgentProcess
@@ -44,10 +45,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'baton.agents' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -7,8 +7,9 @@ imported on first use of those: a process with nothing configured never loads it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from baton.lazy import lazy_exports
 from baton.observability.config import TelemetryConfig
 
 if TYPE_CHECKING:
@@ -16,12 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunTelemetry", "Telemetry", "TelemetryConfig", "telemetry_for"]
 
-_LAZY = frozenset({"RunTelemetry", "Telemetry", "telemetry_for"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from baton.observability import telemetry
-
-        return getattr(telemetry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__, dict.fromkeys(("RunTelemetry", "Telemetry", "telemetry_for"), "baton.observability.telemetry")
+)

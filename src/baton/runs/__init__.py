@@ -6,8 +6,9 @@ take seconds to import, and commands that only read the store should not pay for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from baton.lazy import lazy_exports
 from baton.runs.spec import EXIT_CODES, RunOutcome, RunSpec
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_CODES", "Baton", "RunHandle", "RunOutcome", "RunSpec"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("Baton", "RunHandle"):
-        from baton.runs import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'baton.runs' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("Baton", "RunHandle"), "baton.runs.api"))

@@ -9,8 +9,9 @@ record type should not pay for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from baton.lazy import lazy_exports
 from baton.store.records import RUN_STATUSES, RunRecord, RunStatus, TaskRecord, Transition, new_run_id
 from baton.store.redact import REDACTED, Redactor
 
@@ -41,10 +42,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'baton.store' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
