@@ -14,11 +14,11 @@ runner events, usage and conversation rebuilds skip it.
 
 It also marks what an agent says **after its turn ended**: a ``session/update`` that arrives when
 a ``session/prompt`` has been answered and the next one is not sent yet gets
-``_meta.baton.after_turn = true``. The log keeps it where it came (after the turn's
-``_baton/turn_complete``, before the next prompt), so nothing is lost and its runner events
-follow the turn they belong to; the host does not count such a ``usage_update`` as the next
-turn's (:mod:`baton.acp.session_state` keeps it). An update that comes after the next prompt
-was sent cannot be told from that turn's own. These two tags are the only changes it makes.
+``_meta.baton.after_turn = true``. The log keeps it where it came (after the prompt's answer,
+before or after the turn's ``_baton/turn_complete``, always before the next prompt), so nothing
+is lost and its runner events follow the turn they belong to; the host does not count such a
+``usage_update`` as the next turn's (:mod:`baton.acp.session_state` keeps it). An update that
+comes after the next prompt was sent cannot be told from that turn's own. These two tags are the only changes it makes.
 """
 
 from __future__ import annotations
