@@ -230,7 +230,7 @@ async def test_resume_replays_nothing_and_load_replays_tagged(peer: tuple[Peer, 
     before = len(await agent.entries())
     assert await restore_session(agent.conn, load_only, session_id, str(repo), {}) is not None
     replayed = [e for e in (await agent.entries())[before:] if e["method"] == "session/update"]
-    assert len(replayed) == 6  # the turn's four updates and the two it sent after its answer
+    assert len(replayed) == 7  # the turn's five updates and the two it sent after its answer
     assert all(e["payload"]["params"]["update"]["_meta"]["baton"]["replay"] is True for e in replayed)
 
 

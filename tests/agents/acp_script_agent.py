@@ -27,11 +27,13 @@ any agent, and on ``session/prompt``:
   session's updates) and two config options, ``model`` (select: ``small``/``large``) and
   ``brave`` (boolean), set with ``session/set_config_option`` (each change also announced as a
   ``config_option_update``). Each prompt (turn N) sends ``session_info_update`` (the title is the
-  first prompt), ``available_commands_update`` (``/turns``), ``usage_update`` (used 100·N of
-  1000, cost N cents) and ``turn N: PROMPT``, answers ``end_turn`` with token usage — and
-  *then*, after its turn ended, sends ``late N`` and a ``usage_update`` costing N.5 cents. A
-  prompt ``withdraw`` asks permission for ``touch withdrawn.txt`` and at once withdraws the
-  request (``$/cancel_request``), then says what the request was answered (``answered: …``).
+  first prompt), ``available_commands_update`` (``/turns``), ``config_option_update`` (as they
+  are), ``usage_update`` (used 100·N of 1000, cost N cents) and ``turn N: PROMPT``, answers
+  ``end_turn`` with token usage — and *then*, after its turn ended, sends ``late N`` and a
+  ``usage_update`` costing N.5 cents. A prompt ``withdraw`` asks permission for ``touch
+  withdrawn.txt`` and at once withdraws the request (``$/cancel_request``), then says what the
+  request was answered (``answered: …``); a prompt ``hang`` says ``hanging`` and answers only
+  ``session/cancel`` (``cancelled``).
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ def features_agent() -> int:
     options: dict[str, object] = {"model": "small", "brave": False}
     asked: dict[object, tuple[object, str]] = {}  # our permission request id -> (its prompt request, session)
     next_id = 1000
+    hanging: dict[str, object] = {}  # session -> its prompt waiting for session/cancel
     for line in sys.stdin:
         message = json.loads(line)
         method, request_id = message.get("method"), message.get("id")
@@ -212,6 +215,10 @@ def features_agent() -> int:
                 send({"jsonrpc": "2.0", "id": next_id, "method": "session/request_permission", "params": ask})
                 send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": next_id}})
                 continue
+            if text == "hang":
+                hanging[session] = request_id
+                send(chunk(session, "hanging"))
+                continue
             turn = int(kept["turns"]) + 1  # type: ignore[call-overload]
             kept["turns"] = turn
             if kept["title"] is None:
@@ -226,6 +233,7 @@ def features_agent() -> int:
                     "sessionUpdate": "available_commands_update",
                     "availableCommands": [{"name": "turns", "description": "how many turns so far"}],
                 },
+                {"sessionUpdate": "config_option_update", "configOptions": _config_options(options)},
                 {
                     "sessionUpdate": "usage_update",
                     "used": 100 * turn,
@@ -251,7 +259,9 @@ def features_agent() -> int:
             for update in late:
                 send(_update(session, update))
         elif method == "session/cancel":
-            continue
+            waiting = hanging.pop(str(params.get("sessionId")), None)
+            if waiting is not None:
+                send({"jsonrpc": "2.0", "id": waiting, "result": {"stopReason": "cancelled"}})
         elif request_id is not None:
             send(_error(request_id, -32601, f"no {method}"))
     return 0

@@ -23,7 +23,8 @@ default, or a registry agent — with its session log, policy, gates and runner 
 - The run's ``session/update`` notifications from the agent are forwarded to the editor as
   they are committed to the log (history an agent replays on ``session/load``, tagged
   ``_meta.baton.replay``, is not; nor the agent's ``config_option_update``, options the editor
-  cannot set through baton), under the editor's session id; what the agent says after its turn
+  cannot set through baton, nor its ``session_info_update``: baton names the session), under
+  the editor's session id; what the agent says after its turn
   ended reaches the editor too, after that prompt's answer. The answer carries the turn's token
   counts (``usage``) when the run reports them.
 - A permission the policy answers *ask* is forwarded to the editor as
@@ -103,7 +104,9 @@ _LIVE = ("queued", "running", "paused", "interrupted")
 _CLOSE_SECONDS = 15.0  # how long leaving waits for a session's run to end
 _LIST_PAGE = 50  # sessions per session/list answer
 _TITLE_LIMIT = 80  # characters of the first prompt's first line that name a session
-_NOT_FORWARDED = ("config_option_update",)  # the agent's options: the editor cannot set them through baton
+# Not forwarded: the agent's config options (the editor cannot set them through baton) and its
+# session's title (baton names the editor's session, which outlives the agent's sessions).
+_NOT_FORWARDED = ("config_option_update", "session_info_update")
 
 
 @dataclass(frozen=True)
