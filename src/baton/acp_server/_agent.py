@@ -19,7 +19,8 @@ default, or a registry agent — with its session log, policy, gates and runner 
   JSON-RPC error -32002 with ``data: {code: "session_not_found", message}``; a session whose
   run another live process executes is refused with ``run_active``.
 - The session's first prompt names it: ``session_info_update`` with that prompt's first line
-  as the title (``session/list`` gives the same title).
+  as the title (``session/list`` gives the same title, and ``session/load`` sends it again after
+  the conversation).
 - The run's ``session/update`` notifications from the agent are forwarded to the editor as
   they are committed to the log (history an agent replays on ``session/load``, tagged
   ``_meta.baton.replay``, is not; nor the agent's ``config_option_update``, options the editor
@@ -205,6 +206,12 @@ class BatonAcpAgent:
             except ValueError:
                 continue  # not an update the editor could read; it stays in the log
             await self._client.session_update(session_id=session_id, update=notification.update)
+        records = await session_runs(self._baton.store, session_id)
+        if records:  # the session's name again, after its conversation
+            title = _title(str((records[0].request or {}).get("prompt") or ""))
+            newest = records[-1]
+            updated = newest.finished_at or newest.started_at or newest.created_at
+            await self._send_title(session_id, title, updated)
         return LoadSessionResponse()
 
     async def resume_session(
@@ -304,11 +311,13 @@ class BatonAcpAgent:
 
     async def _name(self, session: _Session, text: str) -> None:
         """The session's first prompt names it for the editor."""
-        title = _title(text)
+        now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        await self._send_title(session.session_id, _title(text), now)
+
+    async def _send_title(self, session_id: str, title: str | None, updated_at: str | None) -> None:
         if title and self._client is not None:
-            now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-            update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=now)
-            await self._client.session_update(session_id=session.session_id, update=update)
+            update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=updated_at)
+            await self._client.session_update(session_id=session_id, update=update)
 
     async def _prompt(self, session: _Session, text: str) -> PromptResponse:
         handle = session.handle
