@@ -7,7 +7,8 @@ method and drop it), so baton handles it at the transport:
   answered, and makes it the *current request* (:func:`current_request`) of the handler the SDK
   starts for it: the SDK creates that handler's task right after the transport hands the
   message on, inside the receive loop, so the task starts with the context variable set here
-  (``tests/acp/test_cancel_request.py`` holds the SDK to it). ``$/cancel_request {requestId}``
+  (``tests/acp/test_host_sessions.py`` and ``tests/acp_server/test_protocol_features.py`` hold
+  the SDK to it). ``$/cancel_request {requestId}``
   sets that request's ``cancelled`` event and is not handed on. A handler that can wait long (a
   permission put to a human or a gate, a replay to an editor) watches the event and answers
   ``-32800`` (:func:`request_cancelled`), as the protocol asks; a quick one answers as usual.
