@@ -95,6 +95,10 @@ class HumanGates(Protocol):
 
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
+# The updates that describe the session rather than the turn (baton.acp.session_state).
+_SESSION_KINDS = frozenset(
+    {"session_info_update", "config_option_update", "available_commands_update", "current_mode_update", "usage_update"}
+)
 _REJECT_KINDS = ("reject_once", "reject_always")
 _RANK = {"deny": 2, "ask": 1, "allow": 0}
 
@@ -293,10 +297,11 @@ class BatonHost:
         late = is_after_turn(update)
         if late:
             self.session.late_updates += 1
-        if hasattr(update, "model_dump"):
-            self.session.apply(update.model_dump(by_alias=True, exclude_none=True))
-        if kind == "usage_update" and not late:  # a late one is its own turn's, not this one's
-            self.last_usage_update = update.model_dump(by_alias=True, exclude_none=True)
+        if kind in _SESSION_KINDS:  # not every chunk: this is the hot path
+            data = update.model_dump(by_alias=True, exclude_none=True)
+            self.session.apply(data)
+            if kind == "usage_update" and not late:  # a late one is its own turn's, not this one's
+                self.last_usage_update = data
         elif kind == "plan" and not late:
             self.last_plan = plan_text([entry.model_dump() for entry in getattr(update, "entries", None) or ()])
 
