@@ -210,8 +210,12 @@ async def test_an_editor_drives_baton_acp(tmp_path: Path, repo: Path) -> None:
         "[scenario:plain] more",
     ]
     assert {u["sessionUpdate"] for u in sent} == {"user_message_chunk"}
-    agent_side = [u for u in replayed if u not in sent]
-    assert agent_side == live_first + resumed.updates
+    # The session's name (session_info_update): baton's, live at the first prompt and after a load's replay.
+    named = [u["title"] for u in (*live_first, *replayed) if u["sessionUpdate"] == "session_info_update"]
+    assert named == ["[scenario:needs-approval] go"] * 2 and replayed[-1]["sessionUpdate"] == "session_info_update"
+    agent_side = [u for u in replayed if u not in sent and u["sessionUpdate"] != "session_info_update"]
+    live = [u for u in live_first if u["sessionUpdate"] != "session_info_update"]
+    assert agent_side == live + resumed.updates
     assert len({runs[0], runs[3], runs[4]}) == 3
 
     async with Baton(Settings.load({"BATON_WORKSPACE": "in-place", "BATON_HOME": str(home)})) as baton:

@@ -21,6 +21,19 @@ any agent, and on ``session/prompt``:
   ``end_turn`` with usage; every update is kept in ``$HOME/.acp-script-agent/SESSION.jsonl``.
   ``session/load`` of a session kept there replays its updates (the prompts as
   ``user_message_chunk``) before it answers; an unknown session is error -32002.
+- ``features``: an agent of the newer protocol, its sessions in memory. It offers
+  ``session/list`` (newest first, two a page, ``nextCursor`` the next offset, filtered by
+  ``cwd``), ``session/close``, ``session/resume`` (no replay), ``session/load`` (replays the
+  session's updates) and two config options, ``model`` (select: ``small``/``large``) and
+  ``brave`` (boolean), set with ``session/set_config_option`` (each change also announced as a
+  ``config_option_update``). Each prompt (turn N) sends ``session_info_update`` (the title is the
+  first prompt), ``available_commands_update`` (``/turns``), ``config_option_update`` (as they
+  are), ``usage_update`` (used 100·N of 1000, cost N cents) and ``turn N: PROMPT``, answers
+  ``end_turn`` with token usage — and *then*, after its turn ended, sends ``late N`` and a
+  ``usage_update`` costing N.5 cents. A prompt ``withdraw`` asks permission for ``touch
+  withdrawn.txt`` and at once withdraws the request (``$/cancel_request``), then says what the
+  request was answered (``answered: …``); a prompt ``hang`` says ``hanging`` and answers only
+  ``session/cancel`` (``cancelled``).
 """
 
 from __future__ import annotations
@@ -108,10 +121,158 @@ def load_agent() -> int:
     return 0
 
 
+def _config_options(state: dict[str, object]) -> list[dict[str, object]]:
+    choices = [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}]
+    return [
+        {"id": "model", "name": "Model", "type": "select", "currentValue": state["model"], "options": choices},
+        {"id": "brave", "name": "Brave", "type": "boolean", "currentValue": state["brave"]},
+    ]
+
+
+def _error(request_id: object, code: int, message: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def features_agent() -> int:
+    """The ``features`` behaviour (see the module's docstring)."""
+    sessions: dict[str, dict[str, object]] = {}  # in creation order
+    options: dict[str, object] = {"model": "small", "brave": False}
+    asked: dict[object, tuple[object, str]] = {}  # our permission request id -> (its prompt request, session)
+    next_id = 1000
+    hanging: dict[str, object] = {}  # session -> its prompt waiting for session/cancel
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        params = message.get("params") or {}
+        if method is None:  # the answer to a permission we asked for (and withdrew)
+            found = asked.pop(request_id, None)
+            if found is not None:
+                prompt_id, session = found
+                answer = message.get("error") or message.get("result")
+                send(chunk(session, f"answered: {json.dumps(answer, sort_keys=True)}"))
+                send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
+            continue
+        if method == "initialize":
+            capabilities = {"loadSession": True, "sessionCapabilities": {"list": {}, "close": {}, "resume": {}}}
+            result = {"protocolVersion": 1, "agentCapabilities": capabilities, "authMethods": []}
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "session/new":
+            session = f"feat-{len(sessions) + 1}"
+            sessions[session] = {"cwd": params.get("cwd"), "updates": [], "title": None, "turns": 0}
+            result = {"sessionId": session, "configOptions": _config_options(options)}
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        elif method == "session/list":
+            listed = [
+                {"sessionId": sid, "cwd": kept["cwd"], "title": kept["title"]}
+                for sid, kept in reversed(sessions.items())
+                if params.get("cwd") in (None, kept["cwd"])
+            ]
+            start = int(params.get("cursor") or 0)
+            page: dict[str, object] = {"sessions": listed[start : start + 2]}
+            if start + 2 < len(listed):
+                page["nextCursor"] = str(start + 2)
+            send({"jsonrpc": "2.0", "id": request_id, "result": page})
+        elif method in ("session/close", "session/resume", "session/load"):
+            session = str(params.get("sessionId"))
+            if session not in sessions:
+                send(_error(request_id, -32002, f"no session {session}"))
+                continue
+            if method == "session/close":
+                del sessions[session]
+                send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+                continue
+            if method == "session/load":
+                for kept_update in sessions[session]["updates"]:  # type: ignore[attr-defined]
+                    send(_update(session, kept_update))
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"configOptions": _config_options(options)}})
+        elif method == "session/set_config_option":
+            option, value = params.get("configId"), params.get("value")
+            valid = (option == "brave" and isinstance(value, bool)) or (
+                option == "model" and value in ("small", "large")
+            )
+            if not valid:
+                send(_error(request_id, -32602, f"bad value {value!r} for {option}"))
+                continue
+            options[str(option)] = value
+            update = {"sessionUpdate": "config_option_update", "configOptions": _config_options(options)}
+            send(_update(params["sessionId"], update))
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"configOptions": _config_options(options)}})
+        elif method == "session/prompt":
+            session = params["sessionId"]
+            kept = sessions[session]
+            text = params["prompt"][0]["text"]
+            if text == "withdraw":
+                call = {"toolCallId": "withdrawn-1", "title": "touch withdrawn.txt", "kind": "execute"}
+                call["rawInput"] = {"command": "touch withdrawn.txt"}
+                send(_update(session, {"sessionUpdate": "tool_call", "status": "pending", **call}))
+                choices = [
+                    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                    {"optionId": "no", "name": "No", "kind": "reject_once"},
+                ]
+                next_id += 1
+                asked[next_id] = (request_id, session)
+                ask = {"sessionId": session, "toolCall": call, "options": choices}
+                send({"jsonrpc": "2.0", "id": next_id, "method": "session/request_permission", "params": ask})
+                send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": next_id}})
+                continue
+            if text == "hang":
+                hanging[session] = request_id
+                send(chunk(session, "hanging"))
+                continue
+            turn = int(kept["turns"]) + 1  # type: ignore[call-overload]
+            kept["turns"] = turn
+            if kept["title"] is None:
+                kept["title"] = text
+            updates: list[dict[str, object]] = [
+                {
+                    "sessionUpdate": "session_info_update",
+                    "title": kept["title"],
+                    "updatedAt": f"2026-12-02T10:0{turn}:00Z",
+                },
+                {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": [{"name": "turns", "description": "how many turns so far"}],
+                },
+                {"sessionUpdate": "config_option_update", "configOptions": _config_options(options)},
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 100 * turn,
+                    "size": 1000,
+                    "cost": {"amount": turn / 100, "currency": "USD"},
+                },
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"turn {turn}: {text}"}},
+            ]
+            late: list[dict[str, object]] = [
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"late {turn}"}},
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 100 * turn + 50,
+                    "size": 1000,
+                    "cost": {"amount": (turn + 0.5) / 100, "currency": "USD"},
+                },
+            ]
+            kept["updates"].extend(updates + late)  # type: ignore[attr-defined]
+            for update in updates:
+                send(_update(session, update))
+            usage = {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110}
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn", "usage": usage}})
+            for update in late:
+                send(_update(session, update))
+        elif method == "session/cancel":
+            waiting = hanging.pop(str(params.get("sessionId")), None)
+            if waiting is not None:
+                send({"jsonrpc": "2.0", "id": waiting, "result": {"stopReason": "cancelled"}})
+        elif request_id is not None:
+            send(_error(request_id, -32601, f"no {method}"))
+    return 0
+
+
 def main() -> int:
     behaviour = sys.argv[1]
     if behaviour == "load":
         return load_agent()
+    if behaviour == "features":
+        return features_agent()
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     if behaviour == "silent":

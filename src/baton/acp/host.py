@@ -2,9 +2,13 @@
 
 It answers the agent's permission requests through the Gatekeeper (choosing the option by
 its ``kind`` and answering with that option's own id), serves ``fs/*`` confined to the
-workspace, and advertises only what it implements (no terminals). Everything the agent says
-is already in the log (the tapping transport), so ``session/update`` needs no work here
-beyond remembering the latest ``usage_update``.
+workspace, and advertises only what it implements (no terminals: docs/agents.md). Everything
+the agent says is already in the log (the tapping transport), so ``session/update`` needs no
+work here beyond keeping the session's state (:class:`~baton.acp.session_state.AgentSession`:
+title, config options, commands, mode, usage) and the turn's latest ``usage_update`` (one sent
+after its turn ended is not the next turn's). A permission request the agent withdraws with
+``$/cancel_request`` stops waiting for its human or gate and is answered ``-32800``
+(:mod:`baton.acp.cancel`).
 
 :class:`AgentNormalizer` sits between an agent's transport and the tap: it adds
 ``_meta.baton.command`` (one string; Codex sends argv arrays) and ``_meta.baton.tool_name``
@@ -29,6 +33,9 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from baton.acp.cancel import PendingRequest, current_request, request_cancelled, until_cancelled
+from baton.acp.replay import is_after_turn
+from baton.acp.session_state import AgentSession, usd_cost
 from baton.acp.transport import Transport
 from baton.acp.workspace import Workspace, workspace_error
 from baton.agents.registry import AgentEntry, bound_input_hash, claude_bound_input
@@ -88,6 +95,10 @@ class HumanGates(Protocol):
 
 
 _ALLOW_KINDS = ("allow_once", "allow_always")
+# The updates that describe the session rather than the turn (baton.acp.session_state).
+_SESSION_KINDS = frozenset(
+    {"session_info_update", "config_option_update", "available_commands_update", "current_mode_update", "usage_update"}
+)
 _REJECT_KINDS = ("reject_once", "reject_always")
 _RANK = {"deny": 2, "ask": 1, "allow": 0}
 
@@ -123,7 +134,8 @@ class BatonHost:
         self._wait_logged = wait_logged
         self.agent = agent
         self.workspace = workspace
-        self.last_usage_update: dict[str, Any] | None = None
+        self.last_usage_update: dict[str, Any] | None = None  # this turn's latest
+        self.session = AgentSession()  # the agent session's latest state, across turns
         self._cancelled = asyncio.Event()
 
     def cancel_pending(self) -> None:
@@ -135,8 +147,39 @@ class BatonHost:
         self.last_usage_update = None
         self.last_plan = None
 
+    def turn_usage(self, response: Any) -> dict[str, Any]:
+        """The turn's usage for ``_baton/turn_complete`` from an agent that sends no
+        ``_baton/usage``: ``usage`` = the prompt response's token counts, with the context window
+        of the turn's latest ``usage_update`` as ``context_used``/``context_size``; without
+        token counts, that ``usage_update``'s ``used``/``size`` alone; ``total_cost_usd`` = the
+        session's latest USD ``cost`` (cumulative; one reported after an earlier turn ended
+        included)."""
+        found: dict[str, Any] = {}
+        tokens = getattr(response, "usage", None)
+        usage: dict[str, Any] = tokens.model_dump(by_alias=True, exclude_none=True) if tokens is not None else {}
+        update = self.last_usage_update
+        if update is not None and tokens is not None:
+            usage.update(context_used=update.get("used"), context_size=update.get("size"))
+        elif update is not None:
+            usage.update(used=update.get("used"), size=update.get("size"))
+        if usage:
+            found["usage"] = usage
+        cost = usd_cost(update) if update is not None else self.session.cost_usd
+        if cost is not None:
+            found["total_cost_usd"] = cost
+        return found
+
     async def request_permission(
         self, options: list[PermissionOption], session_id: str, tool_call: Any, **meta: Any
+    ) -> RequestPermissionResponse:
+        pending = current_request()  # the agent may withdraw it with $/cancel_request
+        response = await self._request_permission(options, tool_call, meta, pending)
+        if pending is not None and pending.cancelled.is_set():
+            raise request_cancelled(pending.method)
+        return response
+
+    async def _request_permission(
+        self, options: list[PermissionOption], tool_call: Any, meta: dict[str, Any], pending: PendingRequest | None
     ) -> RequestPermissionResponse:
         calls = self._calls(tool_call, meta)
         shape = _shape(calls[0], self.last_plan)
@@ -153,17 +196,23 @@ class BatonHost:
         answer: GateAnswer | None = None
         if decision.behavior == "ask" and self.ask_human is not None:
             await self._wait_logged()  # the request is in the log before anyone is asked
-            answer = await self._ask_human(self.ask_human, calls[0], shape, options, tool_call, decision)
+            answer = await until_cancelled(
+                self._ask_human(self.ask_human, calls[0], shape, options, tool_call, decision), pending
+            )
         elif decision.behavior == "ask" and self.gates is not None:
             await self._wait_logged()  # the request is in the log before its gate is opened
-            answer = await self.gates.decide(
-                calls,
-                decision,
-                shape,
-                bound_call_id=baton["bound_call_id"],
-                bound_input_hash=baton["bound_input_hash"],
-                cancelled=self._cancelled,
-            )
+            stop, watch = _either(self._cancelled, pending)
+            try:
+                answer = await self.gates.decide(
+                    calls,
+                    decision,
+                    shape,
+                    bound_call_id=baton["bound_call_id"],
+                    bound_input_hash=baton["bound_input_hash"],
+                    cancelled=stop,
+                )
+            finally:
+                watch.cancel()
         elif decision.behavior == "ask":
             answer = GateAnswer("deny", NO_HUMAN, f"{decision.message} (nobody can be asked here, so this is denied)")
         if answer is not None and answer.behavior == "park":
@@ -245,9 +294,15 @@ class BatonHost:
 
     async def session_update(self, session_id: str, update: Any, **meta: Any) -> None:
         kind = getattr(update, "session_update", None)
-        if kind == "usage_update":
-            self.last_usage_update = update.model_dump(by_alias=True, exclude_none=True)
-        elif kind == "plan":
+        late = is_after_turn(update)
+        if late:
+            self.session.late_updates += 1
+        if kind in _SESSION_KINDS:  # not every chunk: this is the hot path
+            data = update.model_dump(by_alias=True, exclude_none=True)
+            self.session.apply(data)
+            if kind == "usage_update" and not late:  # a late one is its own turn's, not this one's
+                self.last_usage_update = data
+        elif kind == "plan" and not late:
             self.last_plan = plan_text([entry.model_dump() for entry in getattr(update, "entries", None) or ()])
 
     async def read_text_file(
@@ -277,6 +332,25 @@ class BatonHost:
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
+
+
+def _either(cancelled: asyncio.Event, pending: PendingRequest | None) -> tuple[asyncio.Event, asyncio.Future[Any]]:
+    """An event set when the turn is cancelled or the agent withdraws ``pending``, and the task
+    that watches for it (cancel it when done)."""
+    if pending is None:
+        return cancelled, asyncio.get_running_loop().create_future()
+    either = asyncio.Event()
+
+    async def watch() -> None:
+        waits = {asyncio.ensure_future(cancelled.wait()), asyncio.ensure_future(pending.cancelled.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            either.set()
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    return either, asyncio.ensure_future(watch())
 
 
 def _set_gatekeeper_mode(gatekeeper: Gatekeeper) -> Callable[[str], Awaitable[None]]:

@@ -3,7 +3,8 @@
 Connection observers in the ACP SDK can see messages out of wire order and see outgoing
 messages after sending, so baton logs inside the transport instead: a message is appended
 (and gets its ``seq``) before it is handed on, and an incoming one before the connection
-sees it.
+sees it. The tap also keeps the connection's :class:`~baton.acp.cancel.RequestCancels`: an
+agent's ``$/cancel_request`` is logged, then handled here (:mod:`baton.acp.cancel`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from baton.acp.cancel import RequestCancels
 from baton.acp.transport import Transport
 from baton.events.entry import Direction, EntrySink
 
@@ -35,6 +37,7 @@ class TappingTransport:
         self._sent_requests: dict[Any, str] = {}
         self._received_requests: dict[Any, str] = {}
         self.last_seq = 0
+        self.requests = RequestCancels()  # the agent's requests in flight, for ``$/cancel_request``
 
     def _method_of(self, message: dict[str, Any], answered: dict[Any, str]) -> str | None:
         method = message.get("method")
@@ -53,20 +56,23 @@ class TappingTransport:
             self._sent_requests[message["id"]] = str(message["method"])
             if self._stamp is not None:
                 self._stamp(message)
+        self.requests.sending(message)
         self._log("to_agent", method, message)
         await self._inner.send(message)
 
     async def receive(self) -> dict[str, Any] | None:
-        message = await self._inner.receive()
-        if message is None:
-            return None
-        method = self._method_of(message, self._sent_requests)
-        if "method" in message and "id" in message:
-            self._received_requests[message["id"]] = str(message["method"])
-        self._log("from_agent", method, message)
-        # A slow disk slows the agent down instead of growing memory without bound.
-        await self._sink.drain()
-        return message
+        while True:
+            message = await self._inner.receive()
+            if message is None:
+                return None
+            method = self._method_of(message, self._sent_requests)
+            if "method" in message and "id" in message:
+                self._received_requests[message["id"]] = str(message["method"])
+            self._log("from_agent", method, message)
+            # A slow disk slows the agent down instead of growing memory without bound.
+            await self._sink.drain()
+            if self.requests.received(message):  # not a ``$/cancel_request``: the connection gets it
+                return message
 
     async def close(self) -> None:
         await self._inner.close()

@@ -13,12 +13,21 @@ default, or a registry agent — with its session log, policy, gates and runner 
 - ``session/load {sessionId}`` (any process, same ``BATON_HOME``) finds the session's runs,
   shows the editor its conversation again from the log (:mod:`baton.acp_server._history`),
   and the next prompt continues the newest run; ``session/resume`` does the same without the
-  replay; ``session/list`` lists the sessions that have a run. An unknown session is the
+  replay; ``session/list`` lists the sessions that have a run (newest first, a page at a time:
+  ``nextCursor``; for one ``cwd`` when asked); ``session/close`` closes the session's run here
+  and forgets the session (a load or resume brings it back). An unknown session is the
   JSON-RPC error -32002 with ``data: {code: "session_not_found", message}``; a session whose
   run another live process executes is refused with ``run_active``.
+- The session's first prompt names it: ``session_info_update`` with that prompt's first line
+  as the title (``session/list`` gives the same title, and ``session/load`` sends it again after
+  the conversation).
 - The run's ``session/update`` notifications from the agent are forwarded to the editor as
   they are committed to the log (history an agent replays on ``session/load``, tagged
-  ``_meta.baton.replay``, is not), under the editor's session id.
+  ``_meta.baton.replay``, is not; nor the agent's ``config_option_update``, options the editor
+  cannot set through baton, nor its ``session_info_update``: baton names the session), under
+  the editor's session id; what the agent says after its turn
+  ended reaches the editor too, after that prompt's answer. The answer carries the turn's token
+  counts (``usage``) when the run reports them.
 - A permission the policy answers *ask* is forwarded to the editor as
   ``session/request_permission`` with the agent's own options and tool call; the editor's
   choice (by the option's kind) is the decision, logged with reason ``human`` and
@@ -28,6 +37,10 @@ default, or a registry agent — with its session log, policy, gates and runner 
   answers reach Claude as its own ``answers``; ``ExitPlanMode`` is asked with Claude's options
   and an approval hands Claude its plan back.
 - ``session/cancel`` cancels the running turn; the prompt answers ``cancelled``.
+- ``$/cancel_request`` (:mod:`baton.acp.cancel`): for a ``session/prompt``, as ``session/cancel``;
+  for a ``session/load``, the replay stops and the load answers -32800. A permission forwarded
+  to the editor that the agent withdraws (or whose turn is cancelled) is withdrawn from the
+  editor with ``$/cancel_request`` too.
 - A failed run answers the prompt with a JSON-RPC error whose ``data`` is ``{code, message}``.
 - When the editor goes away (stdin closes), each session's run is closed (``finished``; a turn
   still running is cancelled), so a later ``session/load`` continues it in a new run.
@@ -40,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -48,6 +62,7 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -58,12 +73,16 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionInfo,
+    SessionInfoUpdate,
     SessionListCapabilities,
     SessionNotification,
     SessionResumeCapabilities,
+    Usage,
 )
 
+from baton.acp.cancel import CancellableTransport, cancel_if_abandoned, current_request, request_cancelled
 from baton.acp.host import AskHuman
 from baton.acp_server._history import (
     SESSION_SOURCE,
@@ -84,6 +103,11 @@ __all__ = ["AcpServerOptions", "BatonAcpAgent"]
 _STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 _LIVE = ("queued", "running", "paused", "interrupted")
 _CLOSE_SECONDS = 15.0  # how long leaving waits for a session's run to end
+_LIST_PAGE = 50  # sessions per session/list answer
+_TITLE_LIMIT = 80  # characters of the first prompt's first line that name a session
+# Not forwarded: the agent's config options (the editor cannot set them through baton) and its
+# session's title (baton names the editor's session, which outlives the agent's sessions).
+_NOT_FORWARDED = ("config_option_update", "session_info_update")
 
 
 @dataclass(frozen=True)
@@ -135,6 +159,8 @@ class BatonAcpAgent:
         self._options = options
         self._client: Any = None
         self._sessions: dict[str, _Session] = {}
+        # The connection to the editor, when it keeps requests for $/cancel_request (serve_stdio's).
+        self.editor_transport: CancellableTransport | None = None
 
     def on_connect(self, conn: Any) -> None:
         self._client = conn
@@ -148,7 +174,7 @@ class BatonAcpAgent:
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=False, image=False),
                 session_capabilities=SessionCapabilities(
-                    list=SessionListCapabilities(), resume=SessionResumeCapabilities()
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(), close=SessionCloseCapabilities()
                 ),
             ),
             agent_info=Implementation(name="baton", title="baton", version=_baton_version()),
@@ -169,12 +195,23 @@ class BatonAcpAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **kwargs: Any
     ) -> LoadSessionResponse:
         runs = await self._reopen(session_id, cwd)
+        pending = current_request()  # the editor may give up on the replay with $/cancel_request
         async for update in history_updates(self._baton.log, runs):
+            if pending is not None and pending.cancelled.is_set():
+                raise request_cancelled(pending.method)
+            if update.get("sessionUpdate") in _NOT_FORWARDED:
+                continue
             try:
                 notification = SessionNotification.model_validate({"sessionId": session_id, "update": update})
             except ValueError:
                 continue  # not an update the editor could read; it stays in the log
             await self._client.session_update(session_id=session_id, update=notification.update)
+        records = await session_runs(self._baton.store, session_id)
+        if records:  # the session's name again, after its conversation
+            title = _title(str((records[0].request or {}).get("prompt") or ""))
+            newest = records[-1]
+            updated = newest.finished_at or newest.started_at or newest.created_at
+            await self._send_title(session_id, title, updated)
         return LoadSessionResponse()
 
     async def resume_session(
@@ -186,10 +223,15 @@ class BatonAcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
+        """The sessions with a run, newest activity first, :data:`_LIST_PAGE` at a time; the
+        cursor is the offset of the next page (opaque to the editor)."""
+        start = _cursor_offset(cursor)
         newest: dict[str, Any] = {}
+        first: dict[str, Any] = {}
         for record in await self._baton.store.list_runs():  # oldest first: the last one of a task wins
             if record.task_id:
                 newest[record.task_id] = record
+                first.setdefault(record.task_id, record)
         sessions = []
         for task_id, record in newest.items():
             try:
@@ -200,9 +242,26 @@ class BatonAcpAgent:
             if cwd is not None and Path(where) != Path(cwd).resolve():
                 continue
             updated = record.finished_at or record.started_at or record.created_at
-            sessions.append(SessionInfo(session_id=task_id, cwd=where, updated_at=updated))
-        sessions.sort(key=lambda info: info.updated_at or "", reverse=True)
-        return ListSessionsResponse(sessions=sessions)
+            title = _title(str((first[task_id].request or {}).get("prompt") or ""))
+            sessions.append(SessionInfo(session_id=task_id, cwd=where, updated_at=updated, title=title))
+        sessions.sort(key=lambda info: (info.updated_at or "", info.session_id), reverse=True)
+        page = sessions[start : start + _LIST_PAGE]
+        more = start + _LIST_PAGE < len(sessions)
+        return ListSessionsResponse(sessions=page, next_cursor=str(start + _LIST_PAGE) if more else None)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Close the session's run if this process executes it (a turn still running is
+        cancelled), and forget the session: a prompt needs a load or resume first."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            try:
+                await session_task(self._baton.store, session_id)
+            except BatonError as exc:
+                raise _request_error(exc) from exc
+            return CloseSessionResponse()  # known, but not open here: nothing to close
+        await _close_run(session)
+        del self._sessions[session_id]
+        return CloseSessionResponse()
 
     async def _reopen(self, session_id: str, cwd: str) -> list[str]:
         """The session (from the store when this process does not know it); its run ids, oldest first."""
@@ -234,10 +293,31 @@ class BatonAcpAgent:
             raise _request_error(RefusedError("run_active", "a prompt is already running"))
         text = "\n".join(str(block.text) for block in prompt if getattr(block, "type", None) == "text")
         session.busy, session.cancelled = True, False
+        pending = current_request()
+        watch = asyncio.ensure_future(self._cancel_on_request(session_id, pending)) if pending is not None else None
         try:
+            if session.last_run is None and session.handle is None:
+                await self._name(session, text)
             return await self._prompt(session, text)
         finally:
             session.busy = False
+            if watch is not None:
+                watch.cancel()
+
+    async def _cancel_on_request(self, session_id: str, pending: Any) -> None:
+        """``$/cancel_request`` for a prompt is ``session/cancel``: the prompt answers ``cancelled``."""
+        await pending.cancelled.wait()
+        await self.cancel(session_id)
+
+    async def _name(self, session: _Session, text: str) -> None:
+        """The session's first prompt names it for the editor."""
+        now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        await self._send_title(session.session_id, _title(text), now)
+
+    async def _send_title(self, session_id: str, title: str | None, updated_at: str | None) -> None:
+        if title and self._client is not None:
+            update = SessionInfoUpdate(session_update="session_info_update", title=title, updated_at=updated_at)
+            await self._client.session_update(session_id=session_id, update=update)
 
     async def _prompt(self, session: _Session, text: str) -> PromptResponse:
         handle = session.handle
@@ -304,7 +384,7 @@ class BatonAcpAgent:
         stop_reason = str(params.get("stop_reason") or "end_turn")
         if stop_reason == "cancelled":
             session.accepting = False  # a cancelled turn ends the run
-        return _response(stop_reason, handle.run_id)
+        return _response(stop_reason, handle.run_id, _usage(params.get("usage")))
 
     async def _ended(self, session: _Session, handle: RunHandle, *, failed_only: bool) -> RunOutcome:
         """Wait for the session's run to end; a failure answers the prompt with an error."""
@@ -327,25 +407,7 @@ class BatonAcpAgent:
 
     async def aclose(self) -> None:
         """The editor left: close every session's run (cancel a turn still running)."""
-        waits = []
-        for session in self._sessions.values():
-            handle = session.handle
-            if handle is None or not handle.executing:
-                continue
-            if session.busy or not session.accepting:
-                handle.cancel()
-            else:
-                with contextlib.suppress(BatonError):
-                    await handle.close()
-            waits.append(handle.wait())
-        if waits:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), _CLOSE_SECONDS)
-        for session in self._sessions.values():
-            if session.forwarding is not None:
-                session.forwarding.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await session.forwarding
+        await asyncio.gather(*(_close_run(session) for session in self._sessions.values()))
 
     async def _forward(self, session: _Session, run_id: str, after: int, turns: asyncio.Queue[_Turn]) -> None:
         """The run's committed ``session/update`` notifications, to the editor under its session id;
@@ -364,6 +426,8 @@ class BatonAcpAgent:
                 update = params.get("update")
                 if not isinstance(update, dict) or is_replayed(params) or is_replayed(update):
                     continue
+                if update.get("sessionUpdate") in _NOT_FORWARDED:
+                    continue
                 try:
                     notification = SessionNotification.model_validate(
                         {"sessionId": session.session_id, "update": update}
@@ -376,9 +440,11 @@ class BatonAcpAgent:
 
     def _ask_editor(self, session_id: str) -> AskHuman:
         async def ask(options: list[PermissionOption], tool_call: Any, decision: Decision) -> str | None:
-            response = await self._client.request_permission(
-                options=options, session_id=session_id, tool_call=tool_call
-            )
+            request = self._client.request_permission(options=options, session_id=session_id, tool_call=tool_call)
+            editor = self.editor_transport
+            # Nobody needs the answer any more (the agent withdrew its request, the turn was
+            # cancelled): the editor is told with $/cancel_request.
+            response = await (cancel_if_abandoned(editor.send, request) if editor is not None else request)
             outcome = response.outcome
             return outcome.option_id if isinstance(outcome, AllowedOutcome) else None
 
@@ -406,10 +472,77 @@ def _workspace(cwd: str) -> Path:
     return path.resolve()
 
 
+async def _close_run(session: _Session) -> None:
+    """End the session's run if this process executes it (cancel a turn still running), waiting
+    up to :data:`_CLOSE_SECONDS`, and stop forwarding its updates."""
+    handle = session.handle
+    if handle is not None and handle.executing:
+        if session.busy or not session.accepting:
+            handle.cancel()
+        else:
+            with contextlib.suppress(BatonError):
+                await handle.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(handle.wait(), _CLOSE_SECONDS)
+    session.accepting = False
+    if session.forwarding is not None:
+        session.forwarding.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await session.forwarding
+        session.forwarding = None
+
+
+def _cursor_offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise RequestError.invalid_params(
+            {"code": "invalid_argument", "message": f"not a session/list cursor: {cursor!r}"}
+        )
+    return int(cursor)
+
+
+def _title(prompt: str) -> str | None:
+    line = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
+    if not line:
+        return None
+    return line if len(line) <= _TITLE_LIMIT else line[: _TITLE_LIMIT - 1] + "…"
+
+
+def _usage(reported: Any) -> Usage | None:
+    """The turn's token counts in ACP's shape, from an ACP agent's (camelCase) or Claude's
+    (``input_tokens`` …) usage; None when it holds no input and output counts."""
+    if not isinstance(reported, dict):
+        return None
+
+    def count(*names: str) -> int | None:
+        for name in names:
+            value = reported.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return None
+
+    tokens_in, tokens_out = count("inputTokens", "input_tokens"), count("outputTokens", "output_tokens")
+    if tokens_in is None or tokens_out is None:
+        return None
+    cached_read = count("cachedReadTokens", "cache_read_input_tokens")
+    cached_write = count("cachedWriteTokens", "cache_creation_input_tokens")
+    total = count("totalTokens") or tokens_in + tokens_out + (cached_read or 0) + (cached_write or 0)
+    return Usage(
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        total_tokens=total,
+        thought_tokens=count("thoughtTokens"),
+        cached_read_tokens=cached_read,
+        cached_write_tokens=cached_write,
+    )
+
+
 def _ended_response(outcome: RunOutcome) -> PromptResponse:
-    return _response("cancelled" if outcome.status == "cancelled" else outcome.stop_reason, outcome.run_id)
+    reason = "cancelled" if outcome.status == "cancelled" else outcome.stop_reason
+    return _response(reason, outcome.run_id, _usage(outcome.usage))
 
 
-def _response(stop_reason: str | None, run_id: str) -> PromptResponse:
+def _response(stop_reason: str | None, run_id: str, usage: Usage | None = None) -> PromptResponse:
     reason = stop_reason if stop_reason in _STOP_REASONS else "end_turn"
-    return PromptResponse(stop_reason=cast(Any, reason), field_meta={"baton": {"run_id": run_id}})
+    return PromptResponse(stop_reason=cast(Any, reason), usage=usage, field_meta={"baton": {"run_id": run_id}})
