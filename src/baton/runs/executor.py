@@ -493,7 +493,7 @@ class RunExecution:
             park_task.cancel()
             clock_task.cancel()
         gate_wait = gates.waited_seconds() - waited_before
-        usage: dict[str, Any] = host.turn.params or _acp_usage(response, host.last_usage_update)
+        usage: dict[str, Any] = host.turn.params or host.turn_usage(response)
         stop_reason = str(response.stop_reason)
         if self._snapshots is not None:  # a turn's snapshots are logged before its end
             await self._snapshots.settle()
@@ -650,24 +650,6 @@ async def _select_model(conn: Any, session: Any, model: str) -> None:
         if data.get("currentValue") != model and model in offered:
             await conn.set_config_option(config_id=str(data["id"]), session_id=session.session_id, value=model)
         return
-
-
-def _acp_usage(response: Any, usage_update: dict[str, Any] | None) -> dict[str, Any]:
-    """Usage of an ACP agent that sends no ``_baton/usage``: the prompt response's, else the
-    latest ``usage_update`` (Codex 0.16 sends only the context window: ``used``, ``size``); the
-    cost is the latest ``usage_update``'s USD ``cost.amount`` (claude-agent-acp 0.23: Claude
-    Code's ``total_cost_usd``, the agent process's total so far)."""
-    found: dict[str, Any] = {}
-    usage = getattr(response, "usage", None)
-    if usage is not None:
-        found["usage"] = usage.model_dump(by_alias=True, exclude_none=True)
-    elif usage_update is not None:
-        found["usage"] = {key: value for key, value in usage_update.items() if key != "sessionUpdate"}
-    cost = (usage_update or {}).get("cost")
-    amount = cost.get("amount") if isinstance(cost, dict) and cost.get("currency") == "USD" else None
-    if isinstance(amount, int | float) and not isinstance(amount, bool):
-        found["total_cost_usd"] = float(amount)
-    return found
 
 
 def _agent_error(exc: RequestError) -> AgentError:

@@ -115,6 +115,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_error": 502,
     "budget_exhausted": 409,
     "replay_mismatch": 409,
+    "sandbox_network_failed": 500,
     "upstream_unreachable": 502,
     "upstream_tls": 502,
     "upstream_failed": 502,
