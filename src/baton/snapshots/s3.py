@@ -61,6 +61,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
 )
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
 
 from baton.errors import BatonError, NotFoundError, StorageError, UsageError
 from baton.snapshots.blobs import _hex_of, digest_of
@@ -310,7 +313,7 @@ def _translated(exc: BotoCoreError | ClientError, context: str) -> BatonError:
         if code in _UNAVAILABLE or (status is not None and status >= 500):
             return StorageError("blob_store_unavailable", f"{said} (after retries)", details=details)
         return StorageError("blob_store_error", said, details=details)
-    if isinstance(exc, HTTPClientError | IncompleteReadError):  # connection refused, reset, timed out
+    if isinstance(exc, BotoConnectionError | HTTPClientError | IncompleteReadError):  # refused, reset, timed out
         return StorageError("blob_store_unavailable", f"{context}: {exc} (after retries)")
     if isinstance(exc, ParamValidationError | ProfileNotFound | NoCredentialsError | PartialCredentialsError):
         return UsageError("config_invalid", f"{context}: {exc}")
