@@ -17,6 +17,7 @@ __all__ = ["MODULES", "Metric", "median_seconds"]
 # Benchmark modules, by the name ``--only`` accepts (a metric name works too).
 MODULES: dict[str, str] = {
     "append": "bench.append",
+    "blob": "bench.blob",
     "convert": "bench.convert",
     "gates": "bench.gates",
     "handoff": "bench.handoff",

@@ -30,7 +30,9 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         session_expired, csrf_failed
     ├── UpstreamError         upstream_unreachable, upstream_tls, upstream_failed
     └── StorageError          storage_unavailable, storage_busy, storage_conflict, storage_error,
-                              log_write_failed (baton.store.storage_errors maps the database's)
+                              log_write_failed (baton.store.storage_errors maps the database's),
+                              blob_store_denied, blob_bucket_missing, blob_store_unavailable,
+                              blob_store_error (baton.snapshots.s3 maps the S3 client's)
 """
 
 from __future__ import annotations
@@ -197,10 +199,20 @@ class UpstreamError(BatonError):
 
 
 class StorageError(BatonError):
-    """The database failed; the store translates every database error into this at its boundary."""
+    """The database or the blob store failed; each translates its client's errors into this at its boundary."""
 
     family_codes = frozenset(
-        {"storage_unavailable", "storage_busy", "storage_conflict", "storage_error", "log_write_failed"}
+        {
+            "storage_unavailable",
+            "storage_busy",
+            "storage_conflict",
+            "storage_error",
+            "log_write_failed",
+            "blob_store_denied",
+            "blob_bucket_missing",
+            "blob_store_unavailable",
+            "blob_store_error",
+        }
     )
 
 
