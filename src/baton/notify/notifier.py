@@ -12,7 +12,8 @@ webhooks. Every ``poll_seconds`` it
    committed late (or stamped by a clock a little behind);
 2. claims the deliveries that are due (a lease: compare-and-set in the store, so two processes
    never send one attempt twice) and POSTs each, signed (:mod:`baton.notify.signing`), in a task
-   of its own — at most ``concurrency`` at once, none waited for by a run.
+   of its own — one at a time per URL, oldest first (so a receiver gets one process's events
+   in order, except around a retry), none waited for by a run.
 
 A failed attempt is tried again after ``retry_seconds``, doubling up to ``max_retry_seconds``,
 until ``give_up_seconds`` after the event was enqueued; then the delivery is ``failed``. The
@@ -26,6 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -59,7 +61,6 @@ class Notifier:
         poll_seconds: float | None = None,
         timeout_seconds: float = 10.0,
         lease_seconds: float = 60.0,
-        concurrency: int = 4,
     ) -> None:
         self._store = store
         self._deliveries = Deliveries(store)
@@ -70,12 +71,11 @@ class Notifier:
         self._poll = settings.notify_poll_seconds if poll_seconds is None else poll_seconds
         self._timeout = timeout_seconds
         self._lease = max(lease_seconds, timeout_seconds + 5.0)
-        self._concurrency = concurrency
         self.owner = f"notify-{uuid.uuid4().hex[:12]}"  # this process's leases
         self._position: datetime | None = None
         self._written_at = 0.0
         self._seen: dict[str, datetime] = {}  # event keys enqueued lately → when they happened
-        self._sending: set[asyncio.Task[None]] = set()
+        self._busy: set[str] = set()  # URLs with a POST under way here
         self._wake = asyncio.Event()
 
     @property
@@ -93,9 +93,9 @@ class Notifier:
                 try:
                     await self.read_events()
                     for delivery in await self._claim():
+                        self._busy.add(delivery.url)
                         task = sending.create_task(self._send(delivery), name=f"baton-webhook-{delivery.id}")
-                        self._sending.add(task)
-                        task.add_done_callback(self._sent)
+                        task.add_done_callback(lambda _task, url=delivery.url: self._sent(url))
                 except BatonError as exc:  # the store is busy or away: the next tick tries again
                     _log.warning("notify: %s", exc)
                 waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
@@ -109,9 +109,9 @@ class Notifier:
             await self.read_events()
             await self._write_position(force=True)
 
-    def _sent(self, task: asyncio.Task[None]) -> None:
-        self._sending.discard(task)
-        self._wake.set()  # a slot is free (and a retry may be due soon)
+    def _sent(self, url: str) -> None:
+        self._busy.discard(url)
+        self._wake.set()  # the URL's next delivery may go
 
     # Reading.
 
@@ -142,7 +142,8 @@ class Notifier:
             if key not in self._seen:
                 run = runs.get(gate.run_id) or await self._store.get_run(gate.run_id)
                 runs[gate.run_id] = run
-                add("gate.opened", key, gate.run_id, gate.created_at, gate_data(gate, run))
+                as_opened = replace(gate, status="pending", decision=None, decided_by=None, decided_at=None)
+                add("gate.opened", key, gate.run_id, gate.created_at, gate_data(as_opened, run))
         for gate in await self._deliveries.gates_decided(since):
             key = f"gate.resolved:{gate.id}"
             if key not in self._seen:
@@ -172,12 +173,15 @@ class Notifier:
     # Sending.
 
     async def _claim(self) -> list[DeliveryRecord]:
-        free = self._concurrency - len(self._sending)
-        if free < 1:
-            return []
+        """The next due delivery of each webhook with none under way (one at a time per URL: a
+        receiver gets its events in order, as long as none waits for a retry)."""
         now = datetime.now(UTC)
         lease_until = utc_timestamp(now + timedelta(seconds=self._lease))
-        return await self._deliveries.claim(self._webhooks, self.owner, utc_timestamp(now), lease_until, free)
+        claimed = []
+        for url in self._webhooks:
+            if url not in self._busy:
+                claimed += await self._deliveries.claim([url], self.owner, utc_timestamp(now), lease_until, 1)
+        return claimed
 
     async def _send(self, delivery: DeliveryRecord) -> None:
         webhook = self._webhooks[delivery.url]

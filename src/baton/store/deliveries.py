@@ -167,9 +167,9 @@ def _enqueue(engine: Engine, rows: list[Mapping[str, Any]]) -> int:
     values = [{**row, "status": "pending", "attempts": 0} for row in rows]
     inserted = 0
     with engine.begin() as connection:
-        statement = _insert_once(connection, webhook_deliveries)
-        for row in values:  # one by one: rowcount tells which were new
-            inserted += connection.execute(statement.values(**row)).rowcount
+        statement = _insert_once(connection, webhook_deliveries).returning(webhook_deliveries.c.id)
+        for row in values:  # one by one: RETURNING tells which were new
+            inserted += len(connection.execute(statement.values(**row)).all())
     return inserted
 
 
