@@ -54,9 +54,8 @@ async def test_a_server_delivers_a_real_runs_gate_and_end(settings: Settings, re
     assert not got[0].verified("another-secret-0123456789")
     assert gate["status"] == "pending" and gate["run_id"] == handle.run_id and "touch approved.txt" in gate["summary"]
     assert json.loads(got[1].body)["gate"]["decided_by"] == "local"
-    assert (
-        json.loads(got[2].body)["run"] | {"id": handle.run_id, "status": "finished"} == json.loads(got[2].body)["run"]
-    )
+    finished = json.loads(got[2].body)["run"]
+    assert (finished["id"], finished["status"], finished["agent"]) == (handle.run_id, "finished", "claude")
     assert (repo / "approved.txt").exists()
     logged = json.dumps(entries)
     assert SECRET not in logged and hook.url not in logged
