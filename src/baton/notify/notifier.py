@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -95,7 +96,7 @@ class Notifier:
                     for delivery in await self._claim():
                         self._busy.add(delivery.url)
                         task = sending.create_task(self._send(delivery), name=f"baton-webhook-{delivery.id}")
-                        task.add_done_callback(lambda _task, url=delivery.url: self._sent(url))
+                        task.add_done_callback(functools.partial(self._sent, delivery.url))
                 except BatonError as exc:  # the store is busy or away: the next tick tries again
                     _log.warning("notify: %s", exc)
                 waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
@@ -109,7 +110,7 @@ class Notifier:
             await self.read_events()
             await self._write_position(force=True)
 
-    def _sent(self, url: str) -> None:
+    def _sent(self, url: str, _task: asyncio.Task[None]) -> None:
         self._busy.discard(url)
         self._wake.set()  # the URL's next delivery may go
 
