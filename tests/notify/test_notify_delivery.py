@@ -247,3 +247,19 @@ async def test_events_written_while_nobody_delivers_are_sent_by_the_next_notifie
         async with notifying(store, settings):
             got = await wait_for(hook, lambda r: len(r) >= 2)
     assert sorted(request.delivery for request in got) == sorted([f"gate.opened:{gate_id}", f"run.finished:{run.id}"])
+
+
+async def test_each_webhook_keeps_its_own_position(store: Store, tmp_path: Path) -> None:
+    """A process delivering another webhook meanwhile does not move this one's position on."""
+    with receiver() as first, receiver() as second:
+        only_first, only_second = settings_for(tmp_path, first), settings_for(tmp_path, second)
+        async with notifying(store, only_first):
+            pass  # the first webhook's position is recorded
+        async with notifying(store, only_second):
+            run = await store.create_run(agent="claude")
+            await finish(store, run.id)
+            await wait_for(second, lambda r: len(r) >= 1)
+        assert first.received == []
+        async with notifying(store, only_first):
+            (got,) = await wait_for(first, lambda r: len(r) >= 1)
+    assert got.delivery == f"run.finished:{run.id}" and got.verified(SECRET)

@@ -7,9 +7,10 @@ webhooks. Every ``poll_seconds`` it
    store, whichever process wrote them — a run executed by ``baton run``, ``baton approve`` in
    another shell, another server) and enqueues one delivery per event and webhook that wants it
    (``webhook_deliveries``; an event already enqueued by any process is kept as it is). The
-   position is kept in ``webhook_cursor``, so a process started later catches up (on events up
-   to ``CATCH_UP_SECONDS`` old); each read goes back ``OVERLAP_SECONDS`` before it, for rows
-   committed late (or stamped by a clock a little behind);
+   position is kept in ``webhook_cursor``, one row per webhook URL (so a process whose
+   webhooks nobody delivered for a while catches up on their events, up to
+   ``CATCH_UP_SECONDS`` old, and a webhook added later starts then); each read goes back
+   ``OVERLAP_SECONDS`` before it, for rows committed late (or stamped by a clock a little behind);
 2. claims the deliveries that are due (a lease: compare-and-set in the store, so two processes
    never send one attempt twice) and POSTs each, signed (:mod:`baton.notify.signing`), in a task
    of its own — one at a time per URL, oldest first (so a receiver gets one process's events
@@ -41,11 +42,10 @@ from baton.notify.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER
 from baton.store.deliveries import Deliveries, DeliveryRecord
 from baton.store.store import Store
 
-__all__ = ["CATCH_UP_SECONDS", "CURSOR", "OVERLAP_SECONDS", "Notifier"]
+__all__ = ["CATCH_UP_SECONDS", "OVERLAP_SECONDS", "Notifier"]
 
 _log = logging.getLogger("baton.notify")
 
-CURSOR: Final = "events"  # the row of webhook_cursor this reader keeps
 OVERLAP_SECONDS: Final = 10.0  # each read starts this long before the position
 CATCH_UP_SECONDS: Final = 86400.0  # events older than this when first read are not sent
 _CURSOR_EVERY_SECONDS: Final = 5.0  # the position is written at most this often (and at the end)
@@ -119,9 +119,9 @@ class Notifier:
     async def read_events(self) -> int:
         """Enqueue the deliveries of the events since the position; how many were new."""
         now = datetime.now(UTC)
-        if self._position is None:
-            stored = await self._deliveries.cursor(CURSOR, utc_timestamp(now))
-            self._position = max(_parse(stored), now - timedelta(seconds=CATCH_UP_SECONDS))
+        if self._position is None:  # each webhook's own position: one added later starts then
+            stored = [await self._deliveries.cursor(url, utc_timestamp(now)) for url in self._webhooks]
+            self._position = max(min(_parse(at) for at in stored), now - timedelta(seconds=CATCH_UP_SECONDS))
         since = utc_timestamp(self._position - timedelta(seconds=OVERLAP_SECONDS))
         rows: list[dict[str, Any]] = []
         give_up = utc_timestamp(now + timedelta(seconds=self._give_up))
@@ -168,7 +168,8 @@ class Notifier:
         if self._position is None:
             return
         if force or time.monotonic() - self._written_at >= _CURSOR_EVERY_SECONDS:
-            await self._deliveries.advance(CURSOR, utc_timestamp(self._position))
+            for url in self._webhooks:
+                await self._deliveries.advance(url, utc_timestamp(self._position))
             self._written_at = time.monotonic()
 
     # Sending.

@@ -8,6 +8,7 @@ connection, a TLS failure — is a failed attempt, described in a short line for
 from __future__ import annotations
 
 import asyncio
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -38,7 +39,7 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str
     except urllib.error.HTTPError as exc:
         exc.close()
         return f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return f"{type(exc).__name__}: {reason}"[:500]
     return None if 200 <= status < 300 else f"HTTP {status}"

@@ -215,7 +215,7 @@ webhook_deliveries = Table(
     Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
 )
 
-# How far the store was read for webhook events (one row, ``name`` ``events``).
+# How far the store was read for webhook events: one row per webhook URL (``name``).
 webhook_cursor = Table(
     "webhook_cursor",
     metadata,
