@@ -118,6 +118,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_error": 502,
     "budget_exhausted": 409,
     "replay_mismatch": 409,
+    "sandbox_network_failed": 502,  # the run's network door failed, as agent_exited (added on main without a status)
     "upstream_unreachable": 502,
     "upstream_tls": 502,
     "upstream_failed": 502,
