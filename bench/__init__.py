@@ -35,6 +35,7 @@ MODULES: dict[str, str] = {
     "startup": "bench.startup",
     "subprocess_acp": "bench.subprocess_acp",
     "web": "bench.web",
+    "web_decision": "bench.web_decision",
     "workflows": "bench.workflows",
     "workspaces": "bench.workspaces",
 }

@@ -134,3 +134,17 @@ def test_every_module_declares_all() -> None:
         )
     ]
     assert missing == []
+
+
+def test_webhooks_sit_between_the_store_and_the_faces_that_run_them() -> None:
+    """``baton.notify`` reads the store and is run by ``baton serve`` and ``baton worker``: it
+    knows nothing of runs' execution (no ``baton.runs``), so a webhook never blocks a run."""
+    layer_of, _peers = _drawing()
+    assert layer_of["store"] < layer_of["notify"] < layer_of["runs"] < layer_of["server"]
+    imported = {
+        target
+        for path in (SOURCE / "notify").rglob("*.py")
+        for target, _names, _line in _imports(ast.parse(path.read_text()))
+    }
+    assert not any(target.startswith(("baton.runs", "baton.agents", "baton.acp")) for target in imported)
+    assert "baton.store.deliveries" in imported

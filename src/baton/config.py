@@ -14,10 +14,13 @@ __all__ = [
     "AGENTS_DIR",
     "DEFAULT_ENV_PASSTHROUGH",
     "VERSION",
+    "WEBHOOK_EVENTS",
     "WORKSPACE_KINDS",
     "Settings",
+    "Webhook",
     "check_workspace_kind",
     "parse_duration",
+    "webhook_of",
 ]
 
 VERSION: Final = "0.1.0"  # baton's version (``baton.__version__``)
@@ -33,6 +36,19 @@ DEFAULT_ENV_PASSTHROUGH: tuple[str, ...] = (
     "https_proxy",
     "no_proxy",
 )
+
+
+WEBHOOK_EVENTS: tuple[str, ...] = ("gate.opened", "gate.resolved", "run.finished", "run.failed")
+WEBHOOK_SECRET_MIN: Final = 16  # characters of a webhook secret at least (it keys HMAC-SHA256)
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """One ``[[notify.webhooks]]`` entry: where events are POSTed, the HMAC key, which events."""
+
+    url: str
+    secret: str = field(repr=False)
+    events: tuple[str, ...] = WEBHOOK_EVENTS
 
 
 def _default_home() -> Path:
@@ -84,6 +100,13 @@ class Settings:
     result_push: bool | None = None
     result_on_branch: str | None = None
     result_branch_in_place: bool = False
+    # Webhooks (docs/web.md "Webhooks"), the ``[notify]`` table: the endpoints, and the first
+    # retry's delay (doubling up to ``notify_max_retry_seconds``, for ``notify_give_up_seconds``).
+    notify_webhooks: tuple[Webhook, ...] = ()
+    notify_retry_seconds: float = 5.0
+    notify_max_retry_seconds: float = 600.0
+    notify_give_up_seconds: float = 3600.0
+    notify_poll_seconds: float = 0.5  # how often the store is read for events and due deliveries
 
     @property
     def resolved_database_url(self) -> str:
@@ -142,6 +165,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
     values.update(_workspace_from_toml(path, data.pop("workspace", None)))
     values.update(_result_from_toml(path, data.pop("result", None)))
+    values.update(_notify_from_toml(path, data.pop("notify", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -241,6 +265,71 @@ def _result_from_toml(path: Path, raw: Any) -> dict[str, Any]:
             raise UsageError("config_invalid", f"{path}: result.{key} is a {kind.__name__}")
         values[f"result_{key}"] = value
     return values
+
+
+_NOTIFY_SECONDS = ("retry_seconds", "max_retry_seconds", "give_up_seconds", "poll_seconds")
+
+
+def _notify_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[notify]``: ``webhooks`` (``[[notify.webhooks]]`` with ``url``, ``secret`` and
+    ``events``), ``retry_seconds``, ``max_retry_seconds``, ``give_up_seconds``, ``poll_seconds``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f"{path}: notify is a table ([notify])")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "webhooks":
+            if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+                raise UsageError("config_invalid", f"{path}: notify.webhooks is a list of tables ([[notify.webhooks]])")
+            webhooks = tuple(webhook_of(item, f"{path}: notify.webhooks[{i}]") for i, item in enumerate(value))
+            urls = [webhook.url for webhook in webhooks]
+            if len(set(urls)) != len(urls):  # a delivery is one per event and URL
+                twice = next(url for url in urls if urls.count(url) > 1)
+                raise UsageError("webhook_url_invalid", f"{path}: notify.webhooks lists {twice} twice")
+            values["notify_webhooks"] = webhooks
+        elif key in _NOTIFY_SECONDS:
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise UsageError("config_invalid", f"{path}: notify.{key} is a positive number of seconds")
+            values[f"notify_{key}"] = float(value)
+        else:
+            settings = ", ".join(("webhooks", *_NOTIFY_SECONDS))
+            raise UsageError("config_invalid", f"{path}: notify.{key} is not a setting ({settings})")
+    return values
+
+
+def webhook_of(table: dict[str, Any], source: str) -> Webhook:
+    """A webhook from its table; ``webhook_url_invalid``, ``webhook_secret_invalid`` or
+    ``webhook_event_unknown`` when it is not one."""
+    from urllib.parse import urlsplit
+
+    unknown = set(table) - {"url", "secret", "events"}
+    if unknown:
+        raise UsageError(
+            "config_invalid", f"{source}: {', '.join(sorted(unknown))} is not a setting (url, secret, events)"
+        )
+    url = table.get("url")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError("webhook_url_invalid", f"{source}: url must be an http:// or https:// URL, not {url!r}")
+    if parts.username or parts.password:
+        raise UsageError("webhook_url_invalid", f"{source}: url must not carry credentials (use the secret)")
+    secret = table.get("secret")
+    if not isinstance(secret, str) or len(secret) < WEBHOOK_SECRET_MIN:
+        raise UsageError(
+            "webhook_secret_invalid", f"{source}: secret must be a string of at least {WEBHOOK_SECRET_MIN} characters"
+        )
+    events = table.get("events", list(WEBHOOK_EVENTS))
+    if not isinstance(events, list) or not events or not all(isinstance(event, str) for event in events):
+        raise UsageError(
+            "webhook_event_unknown", f"{source}: events is a non-empty list of {', '.join(WEBHOOK_EVENTS)}"
+        )
+    wrong = [event for event in events if event not in WEBHOOK_EVENTS]
+    if wrong:
+        raise UsageError(
+            "webhook_event_unknown", f"{source}: {', '.join(wrong)} is not an event ({', '.join(WEBHOOK_EVENTS)})"
+        )
+    return Webhook(url=str(url), secret=secret, events=tuple(dict.fromkeys(events)))
 
 
 def _from_env(env: dict[str, str]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ the HTTP server and the Python API print as-is. Foreign exceptions are translate
 where a library is called (``raise BatonX(...) from exc``).
 
     BatonError (code)
-    ├── UsageError            invalid_argument, config_invalid, request_invalid, cassette_invalid
+    ├── UsageError            invalid_argument, config_invalid, request_invalid, cassette_invalid,
+    │                         webhook_url_invalid, webhook_secret_invalid, webhook_event_unknown
     ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
@@ -81,7 +82,17 @@ class BatonError(Exception):
 
 
 class UsageError(BatonError):
-    family_codes = frozenset({"invalid_argument", "config_invalid", "request_invalid", "cassette_invalid"})
+    family_codes = frozenset(
+        {
+            "invalid_argument",
+            "config_invalid",
+            "request_invalid",
+            "cassette_invalid",
+            "webhook_url_invalid",
+            "webhook_secret_invalid",
+            "webhook_event_unknown",
+        }
+    )
 
 
 class RefusedError(BatonError):

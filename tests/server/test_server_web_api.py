@@ -116,7 +116,7 @@ def test_the_run_list_filters_orders_and_summarises(server: RunningServer, key: 
     assert listed(repo="/tmp/x", agent="claude", order="newest")["runs"][0]["id"] == third
     assert listed(repo="/elsewhere")["runs"] == []
     summaries = listed(summary="true")["summaries"]
-    assert summaries[third] == {"pending_gates": 2, "input_tokens": 0, "output_tokens": 0}
+    assert summaries[third] == {"pending_gates": 2, "input_tokens": 0, "output_tokens": 0, "prompt": None}
     assert summaries[first]["pending_gates"] == 0
     bad = httpx.get(server.base_url + "/v1/runs", params={"order": "sideways"}, headers=headers)
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "request_invalid"
@@ -137,7 +137,37 @@ def test_summaries_add_up_the_reported_usage(server: RunningServer, key: KeyPair
 
     server.call(log_usage)
     body = httpx.get(server.base_url + "/v1/runs?summary=true", headers=bearer(key, "frank")).json()
-    assert body["summaries"][run_id] == {"pending_gates": 0, "input_tokens": 350, "output_tokens": 35}
+    assert body["summaries"][run_id] == {"pending_gates": 0, "input_tokens": 350, "output_tokens": 35, "prompt": None}
+
+
+def test_summaries_give_the_first_line_of_what_each_run_was_asked(server: RunningServer, key: KeyPair) -> None:
+    long = "Fix the failing test in calc.js " + "and explain why " * 20
+
+    async def runs() -> list[str]:
+        store = server.baton.store
+        task = await store.create_task("the task's prompt\nmore", owner="ivan")
+        titled = await store.create_task("the prompt", title="A titled task", owner="ivan")
+        made = [
+            await store.create_run(agent="claude", owner="ivan", request={"prompt": "\n  Add a README\nwith details"}),
+            await store.create_run(agent="claude", owner="ivan", request={"prompt": long}),
+            await store.create_run(agent="claude", owner="ivan", task_id=task.id),
+            await store.create_run(agent="claude", owner="ivan", task_id=titled.id, request={"prompt": "own"}),
+            await store.create_run(agent="claude", owner="ivan"),
+        ]
+        logged = made[-1].id  # a run with only its start logged (recorded before runs.request)
+        server.baton.log.open_run(logged)
+        started = {"jsonrpc": "2.0", "method": "_baton/run_started", "params": {"prompt": "Logged at the start"}}
+        server.baton.log.append(logged, "baton", "_baton/run_started", started)
+        await server.baton.log.flush()
+        server.baton.log.close_run(logged)
+        return [run.id for run in made]
+
+    ids = server.call(runs)
+    body = httpx.get(server.base_url + "/v1/runs?summary=true", headers=bearer(key, "ivan")).json()
+    prompts = [body["summaries"][run_id]["prompt"] for run_id in ids]
+    assert prompts[0] == "Add a README"
+    assert len(prompts[1]) == 200 and prompts[1].endswith("…") and prompts[1].startswith("Fix the failing test")
+    assert prompts[2:] == ["the task's prompt", "A titled task", "Logged at the start"]
 
 
 def test_a_session_signed_in_with_a_jwt_is_its_subject_until_its_exp(server: RunningServer, key: KeyPair) -> None:

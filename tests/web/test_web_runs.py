@@ -124,7 +124,8 @@ def test_hostile_markdown_is_shown_as_text(context: BrowserContext, web: Running
 def test_the_runs_page_lists_links_filters_and_fits_a_phone(
     context: BrowserContext, web: RunningServer, git_repo: Path
 ) -> None:
-    run_id = start_run(web, git_repo, "plain")
+    prompt = "Explain what this repository is for, in one paragraph " + "x" * 300
+    run_id = start_run(web, git_repo, "plain", prompt=prompt + "\nSecond line, not listed")
     wait_ended(web, run_id)
     page = context.new_page()
     page.goto(web.base_url + "/")
@@ -132,6 +133,11 @@ def test_the_runs_page_lists_links_filters_and_fits_a_phone(
     expect(row).to_be_visible()
     expect(row).to_contain_text("finished")
     expect(row).to_contain_text("tok")
+    # The first line of its prompt (at most 200 characters from the API, cut to the row's width).
+    listed = row.locator(".prompt")
+    expect(listed).to_have_text(prompt[:199] + "…")
+    assert "Second line" not in row.inner_text()
+    assert listed.evaluate("e => e.scrollWidth > e.clientWidth")  # shown on one line, ellipsed
     ids = page.locator("a[data-run-id]").evaluate_all("rows => rows.map(r => r.dataset.runId)")
     assert ids == sorted(ids, reverse=True)  # newest first
     shot(page, "runs-1280")

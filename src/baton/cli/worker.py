@@ -45,10 +45,12 @@ def worker_command(
 
 
 async def _work(settings: Settings, concurrency: int | None, interval: float, metrics_port: int | None) -> int:
+    from baton.notify import Notifier
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
     from baton.runs.adoption import Adopter
 
     stop = asyncio.Event()
+    notified = asyncio.Event()  # set once the runs executing here have ended: their events are read first
     loop = asyncio.get_running_loop()
     async with Baton(settings, concurrency=concurrency, metrics=metrics_port is not None) as baton:
         runtime = await baton.runtime()  # an executing process: DBOS launches now
@@ -63,6 +65,10 @@ async def _work(settings: Settings, concurrency: int | None, interval: float, me
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal)
+        for webhook in settings.notify_webhooks:  # a webhook's secret never reaches a log
+            baton.redactor.add(webhook.secret)
+        # Webhooks (docs/web.md "Webhooks"): this worker delivers the store's events too.
+        notifying = asyncio.create_task(Notifier(baton.store, settings).run(notified), name="baton-notify")
         sys.stderr.write(
             f"baton worker: executor {runtime.executor_id}, concurrency {baton.concurrency}, "
             f"scanning every {interval:g} s\n"
@@ -75,6 +81,8 @@ async def _work(settings: Settings, concurrency: int | None, interval: float, me
                 sys.stderr.flush()
                 await runtime.wait_idle()
         finally:
+            notified.set()
+            await notifying
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
     sys.stderr.write("baton worker: stopped\n")

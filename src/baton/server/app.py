@@ -74,12 +74,15 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from baton.notify import Notifier
         from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
         from baton.runs.adoption import Adopter
 
         async with Baton(settings, metrics=True) as runner:
             if local_token is not None:
                 runner.redactor.add(local_token)  # a bearer token never reaches a log
+            for webhook in settings.notify_webhooks:  # nor a webhook's secret
+                runner.redactor.add(webhook.secret)
             app.state.baton_server = ServerState(
                 settings,
                 config,
@@ -94,11 +97,15 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
             )
             # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md).
             adopting = asyncio.create_task(Adopter(runner).run(draining), name="baton-adopter")
+            # Webhooks (docs/web.md "Webhooks"): the store's events, whichever process wrote them
+            # (returns at once when [notify] lists none).
+            notifying = asyncio.create_task(Notifier(runner.store, settings).run(draining), name="baton-notify")
             try:
                 yield
             finally:
                 draining.set()
                 await adopting
+                await notifying
                 await app.state.baton_server.gate_watch.aclose()
 
     app = FastAPI(

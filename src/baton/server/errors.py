@@ -37,6 +37,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     # 400: the request is understood but not acceptable as given.
     "invalid_argument": 400,
     "config_invalid": 500,
+    "webhook_url_invalid": 500,  # the server's own [notify] configuration, like config_invalid
+    "webhook_secret_invalid": 500,
+    "webhook_event_unknown": 500,
     "request_invalid": 422,
     "cassette_invalid": 400,
     # 401 / 403: who you are, what you may do.
@@ -119,7 +122,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "agent_error": 502,
     "budget_exhausted": 409,
     "replay_mismatch": 409,
-    "sandbox_network_failed": 500,
+    "sandbox_network_failed": 502,
     "upstream_unreachable": 502,
     "upstream_tls": 502,
     "upstream_failed": 502,

@@ -238,6 +238,11 @@ class RunSummary(BaseModel):
     pending_gates: int = Field(description="Gates of the run waiting for a decision.")
     input_tokens: int = Field(description="Input tokens over the run's turns, as its agent reported them.")
     output_tokens: int = Field(description="Output tokens over the run's turns.")
+    prompt: str | None = Field(
+        default=None,
+        description="The first line of what the run was asked (its task's title, else its prompt), "
+        "at most 200 characters; null when nothing says.",
+    )
 
 
 class RunList(BaseModel):

@@ -2,7 +2,10 @@
 function; :meth:`~baton.store.store.Store.run_summaries` runs it in a thread).
 
 ``GET /v1/runs?summary=true`` adds ``summaries: {run_id: {pending_gates, input_tokens,
-output_tokens}}`` for the page's runs. Tokens are the sums over the run's turns of the usage
+output_tokens, prompt}}`` for the page's runs. ``prompt`` is the first line of what the run was
+asked (as ``Runs.prompt`` finds it: its task's title, else its own prompt, its task's, or the one
+logged at its start), at most ``PROMPT_CHARS`` characters (``…`` ends a cut one); None when
+nothing says. Tokens are the sums over the run's turns of the usage
 its agent reported (``_baton/usage`` notes, docs/internals.md): ``input_tokens`` and
 ``output_tokens`` as the agent counts them (Claude's cache reads and writes are not in
 ``input_tokens``); an agent that reports none gives 0. Read with one query per page over the
@@ -12,19 +15,23 @@ log's ``method`` column, never by projecting the logs.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Engine, func, select
 
-from baton.store.tables import gates, log_entries, runs
+from baton.store.tables import gates, log_entries, runs, tasks
 
-__all__ = ["run_summaries"]
+__all__ = ["PROMPT_CHARS", "first_line", "run_summaries"]
+
+PROMPT_CHARS: Final = 200
 
 
 def run_summaries(engine: Engine, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     if not run_ids:
         return {}
-    found = {run_id: {"pending_gates": 0, "input_tokens": 0, "output_tokens": 0} for run_id in run_ids}
+    found: dict[str, dict[str, Any]] = {
+        run_id: {"pending_gates": 0, "input_tokens": 0, "output_tokens": 0, "prompt": None} for run_id in run_ids
+    }
     with engine.connect() as connection:
         pending = connection.execute(
             select(runs.c.id, func.count())
@@ -34,24 +41,50 @@ def run_summaries(engine: Engine, run_ids: list[str]) -> dict[str, dict[str, Any
         )
         for run_id, count in pending:
             found[run_id]["pending_gates"] = int(count)
-        usage = connection.execute(
-            select(runs.c.id, log_entries.c.payload)
-            .select_from(log_entries.join(runs, log_entries.c.run_key == runs.c.run_key))
-            .where(runs.c.id.in_(run_ids), log_entries.c.method == "_baton/usage")
+        asked = connection.execute(
+            select(runs.c.id, runs.c.request, tasks.c.title, tasks.c.prompt)
+            .select_from(runs.outerjoin(tasks, tasks.c.id == runs.c.task_id))
+            .where(runs.c.id.in_(run_ids))
         )
-        for run_id, payload in usage:
+        for run_id, request, title, task_prompt in asked:
+            prompt = request.get("prompt") if isinstance(request, dict) else None
+            found[run_id]["prompt"] = first_line(title or (prompt if isinstance(prompt, str) else None) or task_prompt)
+        usage = connection.execute(
+            select(runs.c.id, log_entries.c.method, log_entries.c.payload)
+            .select_from(log_entries.join(runs, log_entries.c.run_key == runs.c.run_key))
+            .where(runs.c.id.in_(run_ids), log_entries.c.method.in_(("_baton/usage", "_baton/run_started")))
+        )
+        for run_id, method, payload in usage:
+            if method == "_baton/run_started":  # a run recorded before runs.request existed
+                if found[run_id]["prompt"] is None:
+                    found[run_id]["prompt"] = first_line(_params(payload).get("prompt"))
+                continue
             counts = _usage(payload)
             for name in ("input_tokens", "output_tokens"):
                 found[run_id][name] += counts.get(name, 0)
     return found
 
 
-def _usage(payload: str) -> dict[str, int]:
+def first_line(text: Any) -> str | None:
+    """The first line of ``text`` with words, at most ``PROMPT_CHARS`` characters; None for none."""
+    if not isinstance(text, str):
+        return None
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not line:
+        return None
+    return line if len(line) <= PROMPT_CHARS else line[: PROMPT_CHARS - 1].rstrip() + "…"
+
+
+def _params(payload: str) -> dict[str, Any]:
     try:
-        params = json.loads(payload).get("params") or {}
+        params = json.loads(payload).get("params")
     except (ValueError, AttributeError):
         return {}
-    usage = params.get("usage") if isinstance(params, dict) else None
+    return params if isinstance(params, dict) else {}
+
+
+def _usage(payload: str) -> dict[str, int]:
+    usage = _params(payload).get("usage")
     if not isinstance(usage, dict):
         return {}
     return {name: value for name, value in usage.items() if isinstance(value, int) and not isinstance(value, bool)}

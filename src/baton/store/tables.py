@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import JSON, Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text
+from sqlalchemy import JSON, Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "runs",
     "snapshots",
     "tasks",
+    "webhook_cursor",
+    "webhook_deliveries",
 ]
 
 JSON_VALUE: Final = JSON().with_variant(JSONB(), "postgresql")
@@ -85,6 +87,7 @@ runs = Table(
     Column("result", JSON_VALUE),
     Index("ix_runs_status", "status"),
     Index("ix_runs_executor_id", "executor_id"),
+    Index("ix_runs_finished_at", "finished_at"),  # runs that ended, for webhooks (baton.notify)
 )
 
 run_transitions = Table(
@@ -182,4 +185,40 @@ gates = Table(
     Column("decided_by", Text),
     Column("decided_at", Text),
     Index("ix_gates_run_key_status", "run_key", "status"),
+    Index("ix_gates_created_at", "created_at"),  # gates opened and decided, for webhooks (baton.notify)
+    Index("ix_gates_decided_at", "decided_at"),
+)
+
+# Webhook deliveries (baton.notify, docs/web.md "Webhooks"): one row per event and endpoint
+# (``event_key`` names the event: ``gate.opened:<gate id>``, ``run.finished:<run id>``), kept
+# apart from the run's log, which only its executor writes. ``lease_owner``/``lease_until`` is
+# the compare-and-set claim of the process sending it now.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("url", Text, nullable=False),
+    Column("event_key", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("data", JSON_VALUE, nullable=False),
+    Column("status", Text, nullable=False),  # pending, delivered, failed
+    Column("attempts", Integer, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("next_attempt_at", Text, nullable=False),
+    Column("give_up_at", Text, nullable=False),
+    Column("lease_owner", Text),
+    Column("lease_until", Text),
+    Column("delivered_at", Text),
+    Column("last_error", Text),
+    UniqueConstraint("url", "event_key", name="uq_webhook_deliveries_url_event_key"),
+    Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
+)
+
+# How far the store was read for webhook events: one row per webhook URL (``name``).
+webhook_cursor = Table(
+    "webhook_cursor",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("position", Text, nullable=False),
 )

@@ -1,4 +1,4 @@
-// Runs: every run the viewer may see, newest first, filtered and paginated, kept live
+// Runs: every run the viewer may see (each with the first line of its prompt), newest first, filtered and paginated, kept live
 // (GET /v1/runs?order=newest&summary=true again every few seconds while a listed run is
 // active, and at once when a gate opens or is decided).
 
@@ -89,8 +89,8 @@ function row(run, summary) {
   return h("a", { class: "run-row", role: "listitem", href: `/runs/${encodeURIComponent(run.id)}`, "data-run-id": run.id },
     h("span", { class: "c-status" }, statusBadge(run.status), pending ? h("span", { class: "pending", title: "pending gates" }, `${pending} waiting`) : null),
     h("span", { class: "c-main" },
-      h("span", { class: "run-id" }, run.id),
-      h("span", { class: "muted" }, run.agent, run.model ? ` · ${run.model}` : ""),
+      summary && summary.prompt ? h("span", { class: "prompt", title: summary.prompt }, summary.prompt) : null,
+      h("span", { class: "muted" }, h("span", { class: "run-id" }, run.id), ` · ${run.agent}`, run.model ? ` · ${run.model}` : ""),
     ),
     h("span", { class: "c-repo", title: run.repo || "" }, repoName, workspace ? h("span", { class: "branch" }, " ⎇ " + workspace) : null),
     h("span", { class: "c-num", title: "duration" }, formatDuration(runDuration(run))),
