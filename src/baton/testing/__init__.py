@@ -7,6 +7,7 @@ scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Te
 
 from __future__ import annotations
 
+from baton.testing._from_cassette import scenario_from_cassette
 from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._sample import copy_sample_repo
 from baton.testing._scenario import (
@@ -18,6 +19,8 @@ from baton.testing._scenario import (
     When,
     list_scenarios,
     load_scenario,
+    scenario_file,
+    scenario_text,
 )
 from baton.testing._server import RecordedRequest, ScriptedModelServer
 from baton.testing._tls import CertificateAuthority
@@ -37,4 +40,7 @@ __all__ = [
     "copy_sample_repo",
     "list_scenarios",
     "load_scenario",
+    "scenario_file",
+    "scenario_from_cassette",
+    "scenario_text",
 ]
