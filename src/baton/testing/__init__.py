@@ -8,7 +8,7 @@ scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Te
 from __future__ import annotations
 
 from baton.testing._from_cassette import scenario_from_cassette
-from baton.testing._replay import CassettePlayer, ReplayTiming
+from baton.testing._replay import CassettePlayer, ReplayTiming, answered_in
 from baton.testing._sample import copy_sample_repo
 from baton.testing._scenario import (
     Failure,
@@ -37,6 +37,7 @@ __all__ = [
     "TextBlock",
     "ToolCall",
     "When",
+    "answered_in",
     "copy_sample_repo",
     "list_scenarios",
     "load_scenario",
