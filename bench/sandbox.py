@@ -4,7 +4,8 @@ The agent is ``tests/agents/acp_script_agent.py echo`` (plain Python), spawned b
 :class:`~baton.agents.subprocess.SubprocessAgent` as every subprocess agent is, three ways,
 interleaved so the machine's noise falls on all of them alike:
 
-- ``bwrap``: the run's filesystem sandbox (:func:`baton.sandbox.plan.plan_sandbox`, the default);
+- ``bwrap``: the run's sandbox (:func:`baton.sandbox.plan.plan_sandbox`, the default): the filesystem,
+  and a network namespace whose two proxies baton serves in it before the agent runs;
 - ``none``: contained only (a PID namespace, ``/`` bound as it is);
 - uncontained: ``setpriv --pdeathsig KILL``, what baton does where bubblewrap cannot contain.
 
@@ -26,7 +27,9 @@ from acp import PROTOCOL_VERSION, connect_to_agent
 from baton.acp.host import BatonHost
 from baton.agents.subprocess import AgentCommand, SubprocessAgent
 from baton.gates import Gatekeeper, Policy
+from baton.sandbox import ModelUpstream, new_placeholder_key
 from baton.sandbox.bwrap import Containment, containment
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan, command_paths, plan_sandbox
 
 from . import Metric
@@ -41,7 +44,10 @@ RUNS = 15
 async def _start_ms(work: Path, plan: SandboxPlan) -> float:
     """Milliseconds from the spawn to the agent's answer to ``initialize``."""
     argv = (sys.executable, str(SCRIPT), "echo", "0")
-    command = AgentCommand(argv, {"PATH": "/usr/bin:/bin"}, work, "run_bench_sandbox", sandbox=plan)
+    network = None
+    if plan.network.isolated:  # as a run's: its two proxies served in the agent's namespace
+        network = SandboxNetwork(plan.network, ModelUpstream("http://127.0.0.1:9"), new_placeholder_key())
+    command = AgentCommand(argv, {"PATH": "/usr/bin:/bin"}, work, "run_bench_sandbox", sandbox=plan, network=network)
     agent = SubprocessAgent("echo", command)
     host = BatonHost(Gatekeeper(Policy.build("default"), work), _nothing)
     started = time.perf_counter()

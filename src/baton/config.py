@@ -67,6 +67,9 @@ class Settings:
     sandbox: str | None = None
     sandbox_mount_ro: tuple[Path, ...] = ()
     sandbox_mount_rw: tuple[Path, ...] = ()
+    sandbox_allow_net: tuple[str, ...] = ()  # hosts every sandboxed agent may reach (HOST[:PORT], *.DOMAIN)
+    # PEM certificates the model proxy trusts for the model endpoint (None: the system's)
+    model_ca_bundle: Path | None = None
     # Where a run works (docs/workspaces.md): "worktree", "clone", "in-place"; None: a worktree
     # for a local git repository, a clone for a URL or a bare repository, else in place.
     workspace: str | None = None
@@ -125,6 +128,7 @@ _TOML_KEYS = {
     "inbox_poll_seconds": float,
     "interactive_idle_seconds": float,
     "concurrency": int,
+    "model_ca_bundle": Path,
 }
 
 
@@ -150,7 +154,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
 
 
 def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
-    """``sandbox = "bwrap"``, or a table ``[sandbox]`` with ``mode``, ``mount_ro``, ``mount_rw``."""
+    """``sandbox = "bwrap"``, or a table ``[sandbox]`` with ``mode``, ``mount_ro``, ``mount_rw``, ``allow_net``."""
     if raw is None:
         return {}
     table = {"mode": raw} if isinstance(raw, str) else raw
@@ -164,6 +168,10 @@ def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
         if not isinstance(paths, list) or not all(isinstance(item, str) for item in paths):
             raise UsageError("config_invalid", f"{path}: sandbox.{key} is a list of paths")
         values[f"sandbox_{key}"] = tuple(Path(item) for item in paths)
+    hosts = table.get("allow_net") or []
+    if not isinstance(hosts, list) or not all(isinstance(item, str) for item in hosts):
+        raise UsageError("config_invalid", f"{path}: sandbox.allow_net is a list of hosts (HOST[:PORT], *.DOMAIN)")
+    values["sandbox_allow_net"] = tuple(hosts)
     return values
 
 
@@ -241,6 +249,8 @@ def _from_env(env: dict[str, str]) -> dict[str, Any]:
         values["workspace"] = check_workspace_kind(env["BATON_WORKSPACE"], "BATON_WORKSPACE")
     if env.get("BATON_SANDBOX"):
         values["sandbox"] = env["BATON_SANDBOX"]
+    if env.get("BATON_MODEL_CA_BUNDLE"):
+        values["model_ca_bundle"] = Path(env["BATON_MODEL_CA_BUNDLE"])
     if env.get("BATON_DATABASE_URL"):
         values["database_url"] = env["BATON_DATABASE_URL"]
     if env.get("BATON_GATE_GRACE_SECONDS"):

@@ -19,7 +19,7 @@ where a library is called (``raise BatonX(...) from exc``).
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
-    │                         budget_exhausted, replay_mismatch
+    │                         budget_exhausted, replay_mismatch, sandbox_network_failed
     ├── GateError             gate_not_pending, gate_kind_mismatch, gate_not_resumable,
     │                         gate_ambiguous, approval_binding_mismatch, answer_invalid,
     │                         plan_edit_invalid, edit_not_supported
@@ -141,6 +141,7 @@ class AgentError(BatonError):
             "agent_error",
             "budget_exhausted",
             "replay_mismatch",
+            "sandbox_network_failed",
         }
     )
 

@@ -44,8 +44,14 @@ class Finished:
 
     def types(self, *, snapshots: bool = True) -> list[str]:
         """The runner-event types; ``snapshots=False`` leaves out ``snapshot.captured`` (captured in the
-        background after an edit: where it lands is timing, not the agent)."""
-        return [event["type"] for event in self.events if snapshots or event["type"] != "snapshot.captured"]
+        background after an edit: where it lands is timing, not the agent). Connections the
+        sandbox refused (``message`` with ``tool: "network"``) are the agent program's own
+        background traffic — OpenCode asks registry.npmjs.org at start — not the conversation."""
+        return [
+            event["type"]
+            for event in self.events
+            if (snapshots or event["type"] != "snapshot.captured") and event["data"].get("tool") != "network"
+        ]
 
     def methods(self) -> list[str | None]:
         return [entry["method"] for entry in self.entries]

@@ -133,6 +133,12 @@ async def test_a_run_arrives_as_log_records_and_a_trace(
     assert all(r.get("run_id") == run_id for r in span_resources if r.get("agent") == "claude")
     snapshots = [s for s in by_name(spans, "baton.snapshot") if s.parent_span_id == turn.span_id]
     assert snapshots, "the turn's snapshot is a child of the turn"
+    # The agent reached its model through the sandbox's model proxy: each request is a span of the turn.
+    requests = [s for s in by_name(spans, "baton.model_request") if s.parent_span_id == turn.span_id]
+    assert len(requests) >= 2, [s.name for s in spans]
+    streamed = [attributes_of(s.attributes) for s in requests]
+    assert all(a["baton.model.outcome"] == "completed" and a["http.response.status_code"] == 200 for a in streamed)
+    assert any(a.get("gen_ai.usage.output_tokens", 0) > 0 for a in streamed)
 
     # The trace id is in the run's log, and the requests baton sent carried the trace context.
     [note] = [e["payload"]["params"] for e in entries if e["method"] == "_baton/trace"]

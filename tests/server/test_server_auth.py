@@ -140,6 +140,38 @@ def test_scopes_are_checked(server: RunningServer, keys: tuple[KeyPair, ...], re
     assert switch.status_code == 200 and switch.json()["error"]["data"]["code"] == "scope_missing"
 
 
+def test_fields_that_act_on_the_server_need_the_admin_scope(
+    server: RunningServer, keys: tuple[KeyPair, ...], repo: Path
+) -> None:
+    """A mount, a host to reach, no sandbox, a repository outside the roots: any token giving
+    them would be an escape (require_acting_field); with ``admin`` they pass that check."""
+    first = keys[0]
+    writer = token(first, sub="bob-fields", scope="runs:write")
+    admin = token(first, sub="root-fields", scope="runs:write admin")
+    cases = [
+        ({"mount_rw": ["/"]}, "mount_rw"),
+        ({"mount_ro": ["/root"]}, "mount_ro"),
+        ({"allow_net": ["pypi.org"]}, "allow_net"),
+        ({"sandbox": "none"}, "sandbox"),
+    ]
+    for extra, field in cases:
+        body = {"prompt": "go", "repo": str(repo), **extra}
+        refused = httpx.post(server.base_url + "/v1/runs", json=body, headers={"Authorization": f"Bearer {writer}"})
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "scope_missing" and error["message"].startswith(f"{field}:"), error
+        passed = httpx.post(server.base_url + "/v1/runs", json=body, headers={"Authorization": f"Bearer {admin}"})
+        assert passed.json()["error"]["code"] != "scope_missing", passed.text  # past the rule (no model key here)
+    asking_bwrap = {"prompt": "go", "repo": str(repo), "sandbox": "bwrap"}  # the strict mode: anyone may ask
+    response = httpx.post(
+        server.base_url + "/v1/runs", json=asking_bwrap, headers={"Authorization": f"Bearer {writer}"}
+    )
+    assert response.json()["error"]["code"] != "scope_missing", response.text
+    bad_host = {"prompt": "go", "repo": str(repo), "allow_net": ["no host!"]}
+    response = httpx.post(server.base_url + "/v1/runs", json=bad_host, headers={"Authorization": f"Bearer {admin}"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_argument", response.text
+
+
 def test_a_token_sees_only_its_owners_runs(server: RunningServer, keys: tuple[KeyPair, ...]) -> None:
     first = keys[0]
     alices = stored_run(server, owner="alice")

@@ -73,6 +73,8 @@ async def test_a_run_started_over_http_streams_exactly_its_log(settings: Setting
             archive = await client.get(f"/v1/runs/{run['id']}/snapshots/{last}/archive")
             missing = await client.get(f"/v1/runs/{run['id']}/snapshots/s999/archive")
             bad_from = await client.get(f"/v1/runs/{run['id']}/diff", params={"from": "s999"})
+            sandbox = (await client.get(f"/v1/runs/{run['id']}/sandbox")).json()
+            no_run = await client.get("/v1/runs/run_nope/sandbox")
         entries, events = stored(server, run["id"])
         stored_snapshots = server.call(lambda: server.baton.store.list_snapshots(run["id"]))
     assert final["status"] == "finished" and final["id"] == run["id"]
@@ -98,6 +100,11 @@ async def test_a_run_started_over_http_streams_exactly_its_log(settings: Setting
     verify_archive(tmp_path / "archive.tar.gz")
     assert missing.status_code == bad_from.status_code == 404
     assert missing.json()["error"]["code"] == bad_from.json()["error"]["code"] == "snapshot_not_found"
+    # Where it ran, as its log says (GET /v1/runs/{id}/sandbox).
+    logged = [e["payload"]["params"] for e in entries if e["method"] == "_baton/sandbox"]
+    assert sandbox == {"run_id": run["id"], "sandbox": logged[-1]}
+    assert sandbox["sandbox"]["mode"] == "bwrap" and sandbox["sandbox"]["network"]["mode"] == "isolated"
+    assert no_run.status_code == 404
 
 
 async def test_cancel_over_json_rpc_while_a_viewer_leaves(settings: Settings, repo: Path) -> None:

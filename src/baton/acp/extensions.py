@@ -39,6 +39,7 @@ class RunStartedParams(TypedDict):
     sandbox: NotRequired[str | None]  # --sandbox as asked (None: the configured default)
     mount_ro: NotRequired[list[str]]  # --mount-ro
     mount_rw: NotRequired[list[str]]  # --mount-rw
+    allow_net: NotRequired[list[str]]  # --allow-net
 
 
 class AgentSessionParams(TypedDict):

@@ -4,7 +4,8 @@ An adapter is started by the runtime for one run and gives the host its end of a
 transport (dict messages). The in-process Claude adapter links an ACP agent object with a
 memory transport pair; subprocess agents wrap the child's stdio in a line transport.
 ``aclose()`` must end everything the adapter started (idempotent); ``sandbox`` says where the
-agent runs (logged as ``_baton/sandbox``).
+agent runs (logged as ``_baton/sandbox``), ``network`` serves its sandbox's proxies (each
+connection they see logged as ``_baton/net``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from baton.acp.transport import Transport
 
 if TYPE_CHECKING:
+    from baton.sandbox.network import SandboxNetwork
     from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["AgentProcess"]
@@ -27,6 +29,11 @@ class AgentProcess(Protocol):
     @property
     def sandbox(self) -> SandboxPlan | None:
         """Where the agent runs (baton.sandbox); None: contained only."""
+        ...
+
+    @property
+    def network(self) -> SandboxNetwork | None:
+        """The sandbox's own network (its proxies), when the sandbox isolates it; else None."""
         ...
 
     async def start(self) -> Transport:

@@ -17,6 +17,7 @@ from baton.agents.subprocess import LaunchContext, SubprocessAgent
 from baton.config import Settings
 from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan, command_paths
 
 __all__ = ["PreparedAgent", "SubprocessLaunch", "credentials_missing", "model_endpoint", "prepare_subprocess_agent"]
@@ -29,6 +30,7 @@ class SubprocessLaunch:
     agent_home: Path
     model: str | None
     sandbox: SandboxPlan | None = None  # the run's sandbox (the command's own files are added to it)
+    network: SandboxNetwork | None = None  # the sandbox's own network, when it isolates it
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class PreparedAgent:
         command = self.entry.launch(context, self.executable)
         if launch.sandbox is not None:
             sandbox = launch.sandbox.with_read_only([self.executable, *command_paths(command.argv)])
-            command = replace(command, sandbox=sandbox)
+            command = replace(command, sandbox=sandbox, network=launch.network)
         return SubprocessAgent(self.entry.name, command)
 
 

@@ -34,8 +34,9 @@ from baton.acp.transport import Transport
 from baton.agents.line_transport import LineTransport, stream_limit
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.errors import AgentError
-from baton.sandbox.bwrap import containment
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
+from baton.sandbox.spawn import spawn_contained
 
 __all__ = ["AgentCommand", "ExitReport", "LaunchContext", "SubprocessAgent"]
 
@@ -71,6 +72,7 @@ class AgentCommand:
     session_meta: Mapping[str, Any] | None = None  # ``_meta`` of ``session/new`` (claude-acp: settingSources)
     session_mode: str | None = None  # set with ``session/set_mode`` right after ``session/new``
     sandbox: SandboxPlan | None = None  # the run's sandbox; None: contained only
+    network: SandboxNetwork | None = None  # the sandbox's own network (baton serves its proxies)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ class SubprocessAgent:
     def sandbox(self) -> SandboxPlan | None:
         return self.command.sandbox
 
+    @property
+    def network(self) -> SandboxNetwork | None:
+        return self.command.network
+
     async def start(self) -> Transport:
         if self.process is not None or self._closed:
             raise RuntimeError("an agent process starts once")
@@ -113,14 +119,15 @@ class SubprocessAgent:
         env = dict(command.env)
         env[RUN_ID_VARIABLE] = command.run_id
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                *_contained(command),
+            self.process = await spawn_contained(
+                command.argv,
+                plan=command.sandbox,
+                network=command.network,
+                cwd=command.cwd,
+                env=env,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=command.cwd,
-                start_new_session=True,
                 limit=stream_limit(),
             )
         except OSError as exc:
@@ -161,12 +168,8 @@ class SubprocessAgent:
         await asyncio.to_thread(kill_run_processes, self.command.run_id)
         if self._transport is not None:
             await self._transport.close()
-
-
-def _contained(command: AgentCommand) -> list[str]:
-    """The command line inside the run's sandbox (or contained only)."""
-    plan = command.sandbox or SandboxPlan("none", containment())
-    return plan.wrap(command.argv, command.cwd)
+        if self.command.network is not None:
+            await self.command.network.aclose()
 
 
 async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:

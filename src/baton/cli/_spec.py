@@ -15,6 +15,7 @@ from baton.runs.spec import RunSpec, require_repo
 
 __all__ = [
     "AgentOption",
+    "AllowNetOption",
     "AllowOption",
     "BaseOption",
     "BudgetUsdOption",
@@ -69,6 +70,10 @@ MountRoOption = Annotated[
 MountRwOption = Annotated[
     list[str] | None, typer.Option("--mount-rw", help="Another path the sandboxed agent may write (absolute).")
 ]
+AllowNetOption = Annotated[
+    list[str] | None,
+    typer.Option("--allow-net", help="A host the sandboxed agent may reach: HOST[:PORT], *.DOMAIN (docs/sandbox.md)."),
+]
 
 
 WorkspaceOption = Annotated[
@@ -113,6 +118,7 @@ def build_spec(
     sandbox: str | None = None,
     mount_ro: list[str] | None = None,
     mount_rw: list[str] | None = None,
+    allow_net: list[str] | None = None,
     workspace: str | None = None,
     base: str | None = None,
     ref: str | None = None,
@@ -170,6 +176,7 @@ def build_spec(
         sandbox=sandbox,
         mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
         mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
+        allow_net=tuple(allow_net or ()),
         workspace=workspace,
         repo_url=repo_url,
         base=base,

@@ -20,6 +20,7 @@ from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._spec import (
     AgentOption,
+    AllowNetOption,
     AllowOption,
     BudgetUsdOption,
     DenyOption,
@@ -81,6 +82,7 @@ def agent_server_command(
     sandbox: SandboxOption = None,
     mount_ro: MountRoOption = None,
     mount_rw: MountRwOption = None,
+    allow_net: AllowNetOption = None,
     owner: Annotated[
         str | None, typer.Option("--owner", help="Only tokens with this sub (or admin) see the run.")
     ] = None,
@@ -119,6 +121,7 @@ def agent_server_command(
             sandbox=sandbox,
             mount_ro=mount_ro,
             mount_rw=mount_rw,
+            allow_net=allow_net,
             run_mode=mode_of_run,
             task_id=task_id,
             run_id=run_id,

@@ -14,6 +14,7 @@ from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
 from baton.cli._spec import (
     AgentOption,
+    AllowNetOption,
     AllowOption,
     BaseOption,
     BudgetUsdOption,
@@ -55,6 +56,7 @@ def run_command(
     sandbox: SandboxOption = None,
     mount_ro: MountRoOption = None,
     mount_rw: MountRwOption = None,
+    allow_net: AllowNetOption = None,
     workspace: WorkspaceOption = None,
     base: BaseOption = None,
     ref: RefOption = None,
@@ -111,6 +113,7 @@ def run_command(
             sandbox=sandbox,
             mount_ro=mount_ro,
             mount_rw=mount_rw,
+            allow_net=allow_net,
             run_mode="interactive" if interactive else "background",
             agent_cmd=agent_cmd,
             trust_agent_permissions=trust_agent_permissions,

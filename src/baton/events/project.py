@@ -95,6 +95,7 @@ class Projector:
             "_baton/agent_session": self._agent_session,
             "_baton/turn_complete": self._turn_complete,
             "_baton/status": self._status,
+            "_baton/net": self._net,
         }
         for method, (event_type, fields) in _PASS_THROUGH.items():
             self._handlers[method] = _pass_through(event_type, fields)
@@ -208,6 +209,14 @@ class Projector:
             reason = "cancelled" if outcome.get("outcome") == "cancelled" else "denied"
         tool = tool or self._tools.tool_name(call_id) or title
         return [("message", {"role": "user", "text": str(reason), "denied": True, "tool": tool})]
+
+    def _net(self, payload: dict[str, Any], direction: str) -> Produced:
+        """A connection the sandbox's allow-list proxy refused: the human sees it (docs/sandbox.md)."""
+        params = payload.get("params")
+        if not isinstance(params, dict) or params.get("allowed") is not False:
+            return []
+        reason = params.get("reason") or "not on the allow-list"
+        return [("message", {"role": "user", "text": str(reason), "denied": True, "tool": "network"})]
 
     def _malformed(self, payload: dict[str, Any], direction: str) -> Produced:
         params = payload.get("params")

@@ -204,6 +204,8 @@ class RunExecution:
                 run_started["mount_ro"] = list(spec.mount_ro)
             if spec.mount_rw:
                 run_started["mount_rw"] = list(spec.mount_rw)
+            if spec.allow_net:
+                run_started["allow_net"] = list(spec.allow_net)
             opening["run_started"] = run_started
         if self._resume is not None:
             opening["resume"] = self._resume
@@ -213,6 +215,11 @@ class RunExecution:
             self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
+        network = self._agent.network
+        if network is not None:  # every connection its allow-list proxy sees; its model requests as spans
+            network.report_to(lambda decision: self._note("net", decision.to_dict()))
+            if network.observer is None and self._run_telemetry is not None:
+                network.observer = self._run_telemetry.model_observer()
         started = time.monotonic()
         try:
             if self._setup is not None and self._resume is None:
@@ -237,7 +244,9 @@ class RunExecution:
         if skipped is not None:
             self._note("setup", {"status": "skipped", "reason": skipped})
         if step is not None:
-            await run_setup(step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox)
+            await run_setup(
+                step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
+            )
 
     async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
         """Close the run's own model (the cassette is whole then); a replay that met a request

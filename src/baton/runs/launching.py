@@ -18,7 +18,7 @@ the run is recorded (or taken over):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +26,25 @@ from baton.agents.base import AgentProcess
 from baton.agents.claude.agent import ClaudeLaunch, InProcessClaude
 from baton.agents.claude.environment import bundled_claude_binary, claude_environment
 from baton.agents.command import COMMAND_AGENT, CREDENTIAL_VARIABLES, parse_agent_command
-from baton.agents.launch import PreparedAgent, SubprocessLaunch, credentials_missing, prepare_subprocess_agent
+from baton.agents.launch import (
+    PreparedAgent,
+    SubprocessLaunch,
+    credentials_missing,
+    model_endpoint,
+    prepare_subprocess_agent,
+)
 from baton.agents.registry import AGENTS, AgentEntry, command_entry
 from baton.config import Settings
 from baton.errors import UsageError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Spend, claude_budget_left, claude_turns_left
-from baton.runs.model_source import ModelEndpoint, RunModel, ScriptedModels, start_run_model
+from baton.runs.model_source import ModelEndpoint, RunModel, ScriptedModels, agent_upstream, pointed_at, start_run_model
 from baton.runs.resumed_cassettes import skip_answered
 from baton.runs.sandboxing import run_sandbox
 from baton.runs.spec import RunSpec
+from baton.sandbox import ModelUpstream, new_placeholder_key
+from baton.sandbox.network import MODEL_URL, SandboxNetwork, proxy_environment
+from baton.sandbox.plan import SandboxPlan
 from baton.store import Redactor
 
 __all__ = ["ClaudeSession", "LaunchedAgent", "Launcher", "PreparedLaunch", "agent_entry"]
@@ -182,27 +191,51 @@ class PreparedLaunch:
         agent_home = settings.run_dir(run_id) / "agent-home"
         if self.subprocess is not None:
             sandbox = run_sandbox(settings, spec, run_id)
-            launch = SubprocessLaunch(run_id, Path(spec.repo).resolve(), agent_home, spec.model, sandbox)
-            return LaunchedAgent(self.subprocess.start(launch), self.gatekeeper, self.entry)
+            network, model = self._network(sandbox)
+            prepared = self.subprocess
+            if network is not None:  # the agent holds the placeholder and reaches the model proxy
+                base_url, _ = model_endpoint(self.entry, model.settings, model.parent)
+                prepared = replace(prepared, base_url=base_url, api_key=network.placeholder, parent=model.parent)
+            launch = SubprocessLaunch(run_id, Path(spec.repo).resolve(), agent_home, spec.model, sandbox, network)
+            return LaunchedAgent(prepared.start(launch), self.gatekeeper, self.entry)
         planned = self.gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
         return LaunchedAgent(InProcessClaude(self._claude_launch(run_id, spec, claude)), planned, None)
+
+    def _network(self, sandbox: SandboxPlan) -> tuple[SandboxNetwork | None, ModelEndpoint]:
+        """The agent's own network when its sandbox isolates it (docs/sandbox.md "The network"):
+        the model proxy in front of the endpoint the agent would have used, holding that key,
+        and the endpoint the agent is given instead (the proxy, with a placeholder)."""
+        if not sandbox.network.isolated:
+            return None, self.model
+        url, key = agent_upstream(self.entry, self.model)
+        upstream = ModelUpstream(url, key, ca_bundle=self.launcher.settings.model_ca_bundle)
+        placeholder = new_placeholder_key()
+        self.launcher.redactor.add(placeholder)
+        if len(key) >= 8:
+            self.launcher.redactor.add(key)
+        model = self.model
+        pointed = pointed_at(model.settings, model.parent, MODEL_URL, placeholder, model.source, scripted=False)
+        return SandboxNetwork(sandbox.network, upstream, placeholder), pointed
 
     def _claude_launch(self, run_id: str, spec: RunSpec, session: ClaudeSession | None) -> ClaudeLaunch:
         assert self.claude_binary is not None
         settings = self.launcher.settings
         run_dir = settings.run_dir(run_id)
-        env = claude_environment(
-            run_id=run_id,
-            agent_home=run_dir / "agent-home",
-            base_url=self.model.settings.anthropic_base_url,
-            api_key=self.api_key,
-            passthrough=self.model.settings.agent_env_passthrough,
-            parent=self.model.parent,
-        )
         launch_dir = run_dir / "launch"
         launch_dir.mkdir(parents=True, exist_ok=True)
         # The run's sandbox for Claude Code: its launch files and its binary read-only too.
         sandbox = run_sandbox(settings, spec, run_id, agent_paths=[launch_dir, self.claude_binary])
+        network, model = self._network(sandbox)
+        env = claude_environment(
+            run_id=run_id,
+            agent_home=run_dir / "agent-home",
+            base_url=model.settings.anthropic_base_url,
+            api_key=network.placeholder if network is not None else self.api_key,
+            passthrough=model.settings.agent_env_passthrough,
+            parent=model.parent,
+        )
+        if network is not None:
+            env.update(proxy_environment())
         budget_usd, budget_turns = spec.budget_usd, spec.budget_turns
         if session is not None:  # a resumed Claude counts only its own spend: it gets what is left
             budget_usd = claude_budget_left(spec.budget_usd, session.spent.usd)
@@ -220,6 +253,7 @@ class PreparedLaunch:
             resume_session_id=session.session_id if session is not None else None,
             continues_deferred=session.continues_deferred if session is not None else False,
             sandbox=sandbox,
+            network=network,
         )
 
     def _redact(self) -> None:

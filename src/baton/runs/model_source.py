@@ -42,6 +42,7 @@ __all__ = [
     "ModelEndpoint",
     "RunModel",
     "ScriptedModels",
+    "agent_upstream",
     "cassette_path",
     "pointed_at",
     "recorded_cassette",
@@ -278,22 +279,30 @@ async def start_run_model(
 
 
 def _real_endpoint(entry: AgentEntry, settings: Settings, parent: Mapping[str, str]) -> tuple[str, str]:
-    """The provider's base URL (without OpenAI's ``/v1``: the agent's requests carry it) and key."""
-    from baton.agents.launch import credentials_missing, model_endpoint
+    """The provider's base URL (without OpenAI's ``/v1``: the agent's requests carry it) and key;
+    ``model_credentials_missing`` without a key."""
+    from baton.agents.launch import credentials_missing
 
-    provider = "anthropic" if entry.package is None else entry.provider
-    url, key = (
-        model_endpoint(entry, settings, parent)
-        if entry.package is not None
-        else (
-            settings.anthropic_base_url,
-            settings.anthropic_api_key,
-        )
-    )
+    url, key = agent_upstream(entry, ModelEndpoint(settings, dict(parent), {}))
     if not key:
-        raise credentials_missing(provider)
+        raise credentials_missing("anthropic" if entry.package is None else entry.provider)
+    return url, key
+
+
+def agent_upstream(entry: AgentEntry, model: ModelEndpoint) -> tuple[str, str]:
+    """Where the agent's model requests would go on ``model``, and with which key ("" for none):
+    what a model proxy in front of the agent forwards to. The base URL is without OpenAI's
+    ``/v1`` (the agent's requests carry it); an ``--agent-cmd`` agent's is Anthropic's."""
+    from baton.agents.launch import model_endpoint
+
+    provider = "anthropic" if entry.package is None or entry.provider == "none" else entry.provider
+    settings, parent = model.settings, model.parent
+    if provider == "anthropic":
+        url, key = settings.anthropic_base_url, settings.anthropic_api_key
+    else:
+        url, key = model_endpoint(entry, settings, parent)
     base = (url or _DEFAULT_ENDPOINTS.get(provider, _DEFAULT_ENDPOINTS["openai"])).rstrip("/")
-    return (base.removesuffix("/v1") if provider == "openai" else base), key
+    return (base.removesuffix("/v1") if provider == "openai" else base), key or ""
 
 
 def cassette_path(value: str, home: Path) -> Path:

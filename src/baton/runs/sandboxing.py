@@ -13,13 +13,13 @@ from baton.config import Settings
 from baton.runs.spec import RunSpec
 from baton.sandbox.plan import SandboxPlan, check_sandbox, plan_sandbox
 
-__all__ = ["check_run_sandbox", "run_sandbox"]
+__all__ = ["allowed_hosts", "check_run_sandbox", "run_sandbox"]
 
 
 def check_run_sandbox(settings: Settings, spec: RunSpec) -> None:
     """Refuse, before the run is recorded, a sandbox it cannot have (see :func:`check_sandbox`)."""
     read_only, writable = _mounts(settings, spec)
-    check_sandbox(spec.sandbox or settings.sandbox, read_only, writable)
+    check_sandbox(spec.sandbox or settings.sandbox, read_only, writable, allow_net=allowed_hosts(settings, spec))
 
 
 def run_sandbox(settings: Settings, spec: RunSpec, run_id: str, *, agent_paths: Iterable[Path] = ()) -> SandboxPlan:
@@ -33,7 +33,13 @@ def run_sandbox(settings: Settings, spec: RunSpec, run_id: str, *, agent_paths: 
         read_only=read_only,
         writable=writable,
         agent_paths=agent_paths,
+        allow_net=allowed_hosts(settings, spec),
     )
+
+
+def allowed_hosts(settings: Settings, spec: RunSpec) -> list[str]:
+    """The hosts the run's sandboxed agent may reach: the configured ones and the run's own."""
+    return [*settings.sandbox_allow_net, *spec.allow_net]
 
 
 def _mounts(settings: Settings, spec: RunSpec) -> tuple[list[Path], list[Path]]:

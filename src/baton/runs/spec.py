@@ -44,6 +44,7 @@ class RunSpec:
     sandbox: str | None = None  # --sandbox bwrap|none; None: the configured one (docs/sandbox.md)
     mount_ro: tuple[str, ...] = ()  # --mount-ro: more paths the agent may read
     mount_rw: tuple[str, ...] = ()  # --mount-rw: more paths the agent may write
+    allow_net: tuple[str, ...] = ()  # --allow-net: more hosts the sandboxed agent may reach
     # Where it works (docs/workspaces.md): "worktree", "clone", "in-place"; None: the configured
     # kind, else a worktree of a local git repository (a clone of a URL or a bare repository).
     workspace: str | None = None
@@ -105,6 +106,7 @@ def run_request(
         "sandbox": spec.sandbox,
         "mount_ro": list(spec.mount_ro),
         "mount_rw": list(spec.mount_rw),
+        "allow_net": list(spec.allow_net),
         **({"forked_from": dict(spec.forked_from)} if spec.forked_from is not None else {}),
     }
 
@@ -150,4 +152,5 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         sandbox=str(rules["sandbox"]) if rules.get("sandbox") else None,
         mount_ro=tuple(str(path) for path in rules.get("mount_ro") or ()),
         mount_rw=tuple(str(path) for path in rules.get("mount_rw") or ()),
+        allow_net=tuple(str(host) for host in rules.get("allow_net") or ()),
     )

@@ -29,6 +29,9 @@ from typing import Any, Literal
 
 from baton.errors import RefusedError, UsageError
 from baton.sandbox.bwrap import Containment, containment
+from baton.sandbox.netns import netns_unavailable
+from baton.sandbox.network import NetworkPlan
+from baton.sandbox.proxy_allow import AllowList
 
 __all__ = [
     "SANDBOX_MODES",
@@ -78,6 +81,7 @@ class SandboxPlan:
     containment: Containment
     mounts: tuple[Mount, ...] = ()
     requested: tuple[Path, ...] = field(default=(), compare=False)  # --mount-ro/--mount-rw, for the record
+    network: NetworkPlan = field(default_factory=lambda: NetworkPlan(False))
 
     @property
     def contained(self) -> bool:
@@ -105,12 +109,15 @@ class SandboxPlan:
             args += ["--remount-ro", "/"]  # the new root itself: a write beside a bind fails
         else:
             args += ["--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        if self.network.isolated:  # a namespace of its own: only what baton serves in it (netns.py)
+            args.append("--unshare-net")
         return [*args, "--chdir", str(cwd)]
 
-    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
-        """``argv`` contained (bubblewrap), else behind ``setpriv --pdeathsig KILL`` where util-linux has it."""
+    def wrap(self, argv: Sequence[str], cwd: Path, *, door: Sequence[str] = ()) -> list[str]:
+        """``argv`` contained (bubblewrap; ``door``: a :class:`~baton.sandbox.netns.NetnsDoor`'s
+        options), else behind ``setpriv --pdeathsig KILL`` where util-linux has it."""
         if self.contained:
-            return [*self.bwrap_args(cwd), "--", *argv]
+            return [*self.bwrap_args(cwd), *door, "--", *argv]
         setpriv = shutil.which("setpriv")
         return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
@@ -120,7 +127,7 @@ class SandboxPlan:
             "mode": self.mode if self.contained else "none",
             "containment": "pid_namespace" if self.contained else "none",
             "bwrap": self.containment.describe(),
-            "network": "shared",
+            "network": self.network.describe(),
         }
         if self.filesystem:
             body["writable"] = [str(m.path) for m in self.mounts if m.kind == "rw"]
@@ -147,16 +154,19 @@ def plan_sandbox(
     read_only: Iterable[Path] = (),
     writable: Iterable[Path] = (),
     agent_paths: Iterable[Path] = (),
+    allow_net: Iterable[str] = (),
     probe: Containment | None = None,
 ) -> SandboxPlan:
     """The sandbox of one run: ``mode`` ``bwrap``, ``none`` or None (``bwrap`` where it works).
 
     ``agent_paths`` are the agent's own files (its executable, the files its command names),
-    bound read-only. Refused with ``sandbox_unavailable`` when ``bwrap`` is asked for where
+    bound read-only. Mode ``bwrap`` isolates the network too (``allow_net``: the hosts the
+    allow-list proxy lets through) where baton can serve a namespace (else it stays the
+    machine's, and the plan says why). Refused with ``sandbox_unavailable`` when ``bwrap`` is asked for where
     bubblewrap cannot contain; ``invalid_argument`` for an unknown mode or a missing mount.
     """
     found = probe or containment()
-    chosen = check_sandbox(mode, read_only, writable, found)
+    chosen = check_sandbox(mode, read_only, writable, found, allow_net=allow_net)
     extra_ro, extra_rw = [Path(p) for p in read_only], [Path(p) for p in writable]
     if chosen == "none" or not found.available:
         return SandboxPlan(chosen, found, requested=(*extra_ro, *extra_rw))
@@ -178,15 +188,25 @@ def plan_sandbox(
     home = baton_home.resolve()
     if any(_inside(home, m.path) and home != m.path for m in mounts if m.kind in ("ro", "rw")):
         mounts.append(Mount(home, "tmpfs"))  # BATON_HOME inside a bound path stays invisible
-    return SandboxPlan("bwrap", found, tuple(_ordered(mounts)), requested=(*extra_ro, *extra_rw))
+    allow = AllowList.parse(allow_net)
+    unavailable = netns_unavailable()
+    network = NetworkPlan(False, allow, unavailable) if unavailable else NetworkPlan(True, allow)
+    return SandboxPlan("bwrap", found, tuple(_ordered(mounts)), requested=(*extra_ro, *extra_rw), network=network)
 
 
 def check_sandbox(
-    mode: str | None, read_only: Iterable[Path], writable: Iterable[Path], found: Containment | None = None
+    mode: str | None,
+    read_only: Iterable[Path],
+    writable: Iterable[Path],
+    found: Containment | None = None,
+    *,
+    allow_net: Iterable[str] = (),
 ) -> SandboxMode:
     """The mode a run gets (``bwrap`` where it works when none is asked), or the refusal:
-    ``invalid_argument`` (an unknown mode, a mount that is not an existing absolute path),
-    ``sandbox_unavailable`` (``bwrap`` asked for where bubblewrap cannot contain)."""
+    ``invalid_argument`` (an unknown mode, a mount that is not an existing absolute path, a host
+    that is not ``HOST[:PORT]``/``*.DOMAIN``), ``sandbox_unavailable`` (``bwrap`` asked for
+    where bubblewrap cannot contain)."""
+    AllowList.parse(allow_net)
     found = found or containment()
     if mode is not None and mode not in SANDBOX_MODES:
         raise UsageError("invalid_argument", f"--sandbox {mode!r}: use one of {', '.join(SANDBOX_MODES)}")

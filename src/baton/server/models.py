@@ -88,6 +88,14 @@ class CreateRunRequest(_Request):
         default=None, description="Answer from this cassette in BATON_HOME/cassettes (no model)."
     )
     replay_timing: Literal["real", "fast"] = "fast"
+    sandbox: Literal["bwrap", "none"] | None = Field(
+        default=None, description="Where the agent runs (docs/sandbox.md); 'none' needs the scope 'admin'."
+    )
+    mount_ro: list[str] = Field(default_factory=list, description="Paths the agent may read (scope 'admin').")
+    mount_rw: list[str] = Field(default_factory=list, description="Paths the agent may write (scope 'admin').")
+    allow_net: list[str] = Field(
+        default_factory=list, description="Hosts the sandboxed agent may reach, HOST[:PORT] (scope 'admin')."
+    )
 
 
 class ForkRunRequest(_Request):

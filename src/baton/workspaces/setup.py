@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from baton.errors import WorkspaceError
+from baton.errors import AgentError, WorkspaceError
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
+from baton.sandbox.spawn import spawn_contained
 from baton.workspaces._git import git_text
 
 __all__ = ["SETUP_FILE", "SetupStep", "WorkspaceSetup", "read_setup_script", "run_setup"]
@@ -70,28 +72,38 @@ def read_setup_script(workspace: Path, commit: str | None) -> str | None:
     return git_text(["show", f"{commit}:{SETUP_FILE}"], cwd=workspace)
 
 
-async def run_setup(step: SetupStep, note: Note, *, script_dir: Path, sandbox: SandboxPlan | None) -> None:
-    """Run ``step``, logging its output as it comes; ``workspace_setup_failed`` on a non-zero exit."""
+async def run_setup(
+    step: SetupStep,
+    note: Note,
+    *,
+    script_dir: Path,
+    sandbox: SandboxPlan | None,
+    network: SandboxNetwork | None = None,
+) -> None:
+    """Run ``step`` in the agent's sandbox (and network: the allow-listed hosts), logging its
+    output as it comes; ``workspace_setup_failed`` on a non-zero exit."""
     script_path = script_dir / "baton-setup"
     if step.script is not None:
         script_dir.mkdir(parents=True, exist_ok=True)
         script_path.write_text(step.script if step.script.endswith("\n") else step.script + "\n")
         script_path.chmod(0o755)
     argv = step.argv(script_path)
-    if sandbox is not None:
-        argv = sandbox.wrap(argv, step.cwd)
     note("setup", {"status": "started", **step.describe()})
-    env = {**os.environ, **(step.env or {})}
+    env = {**_without_secrets(os.environ), **(step.env or {})}
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
+        process = await spawn_contained(
+            argv,
+            plan=sandbox,
+            network=network,
             cwd=step.cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
         )
+    except AgentError as exc:
+        note("setup", {"status": "failed", "exit_code": None, "output": exc.message})
+        raise WorkspaceError("workspace_setup_failed", f"the setup's sandbox could not start: {exc.message}") from exc
     except OSError as exc:
         note("setup", {"status": "failed", "exit_code": None, "output": str(exc)})
         raise WorkspaceError("workspace_setup_failed", f"the setup could not start: {exc}") from exc
@@ -116,3 +128,16 @@ async def run_setup(step: SetupStep, note: Note, *, script_dir: Path, sandbox: S
             details={"exit_code": code, "output": output},
         )
     note("setup", {"status": "finished", "exit_code": 0})
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def _without_secrets(environment: Mapping[str, str]) -> dict[str, str]:
+    """baton's environment less what may hold a secret (model keys, tokens) and baton's own
+    settings: the setup runs the repository's code, in the agent's sandbox."""
+    return {
+        name: value
+        for name, value in environment.items()
+        if not name.startswith("BATON_") and not any(word in name.upper() for word in _SECRET_WORDS)
+    }

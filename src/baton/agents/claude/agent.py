@@ -46,8 +46,11 @@ from baton.acp.transport import Transport, memory_transport_pair
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
 from baton.config import VERSION
+from baton.errors import AgentError
 from baton.gates.budget import LIMIT_SUBTYPES
 from baton.gates.kinds import PLAN_TOOL
+from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["ClaudeAgent", "ClaudeLaunch", "InProcessClaude"]
@@ -84,6 +87,8 @@ class ClaudeLaunch:
     continues_deferred: bool = False
     # The run's sandbox (baton.sandbox): Claude Code and its tools run inside it.
     sandbox: SandboxPlan | None = None
+    # The sandbox's own network (baton serves its model and allow-list proxies), when isolated.
+    network: SandboxNetwork | None = None
 
 
 class ClaudeAgent:
@@ -146,6 +151,8 @@ class ClaudeAgent:
         self._session_id = session_id
         self._converter = ClaudeConverter(cwd)
         launch = self._launch
+        network = launch.network if launch.sandbox is not None and launch.sandbox.network.isolated else None
+        door = NetnsDoor.fifos(launch.launch_dir) if network is not None else None
         cli_path = write_launch_files(
             launch.launch_dir,
             binary=launch.binary,
@@ -153,6 +160,7 @@ class ClaudeAgent:
             run_id=launch.run_id,
             sandbox=launch.sandbox,
             cwd=Path(cwd),
+            door=door,
         )
         options = ClaudeAgentOptions(
             cwd=cwd,
@@ -178,9 +186,18 @@ class ClaudeAgent:
         client = ClaudeSDKClient(options)
         self._console_sender = asyncio.create_task(self._send_console())
         try:
-            await client.connect()
+            # The SDK runs the wrapper, whose bubblewrap waits behind the door until the proxies listen.
+            async with network.serving(door) if network is not None and door is not None else contextlib.nullcontext():
+                await client.connect()
+        except AgentError as exc:
+            with contextlib.suppress(Exception):
+                await client.disconnect()  # ends the wrapper's bubblewrap, still waiting behind the door
+            raise RequestError.internal_error({"code": exc.code, "message": exc.message}) from exc
         except Exception as exc:
             raise RequestError.internal_error({"code": "agent_start_timeout", "message": str(exc)}) from exc
+        finally:
+            if door is not None:
+                door.close()
         self._client = client
         if launch.continues_deferred:  # the turn Claude continues by itself (see ClaudeLaunch)
             self._turn = asyncio.get_running_loop().create_future()
@@ -438,6 +455,7 @@ class InProcessClaude:
         self._agent = ClaudeAgent(launch)
         self._connection: AgentSideConnection | None = None
         self.sandbox = launch.sandbox
+        self.network = launch.network
 
     async def start(self) -> Transport:
         agent_end, host_end = memory_transport_pair()
@@ -450,3 +468,5 @@ class InProcessClaude:
         if self._connection is not None:
             with contextlib.suppress(Exception):
                 await self._connection.close()
+        if self.network is not None:
+            await self.network.aclose()

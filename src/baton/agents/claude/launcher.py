@@ -43,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
+from baton.sandbox.netns import NetnsDoor
 from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["MALFORMED_PREFIX", "SDK_VARIABLES", "main", "write_launch_files"]
@@ -53,20 +54,30 @@ _PR_SET_PDEATHSIG = 1
 
 
 def write_launch_files(
-    directory: Path, *, binary: Path, env: dict[str, str], run_id: str, sandbox: SandboxPlan | None = None, cwd: Path
+    directory: Path,
+    *,
+    binary: Path,
+    env: dict[str, str],
+    run_id: str,
+    sandbox: SandboxPlan | None = None,
+    cwd: Path,
+    door: NetnsDoor | None = None,
 ) -> Path:
-    """Write the launch file and the executable ``cli_path`` script; return the script's path."""
+    """Write the launch file and the executable ``cli_path`` script; return the script's path.
+    ``door``: the FIFOs through which the sandbox's bubblewrap waits for its network (netns.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     launch_file = directory / "launch.json"
     launch_file.write_text(json.dumps({"binary": str(binary), "env": env, "run_id": run_id}))
     launch_file.chmod(0o600)
     script = directory / "claude"
-    script.write_text("#!/bin/sh\nexec " + " ".join(_script_command(launch_file, sandbox, cwd)) + ' "$@"\n')
+    redirections = " " + door.redirections() if door is not None and sandbox is not None and sandbox.contained else ""
+    command = " ".join(_script_command(launch_file, sandbox, cwd, door))
+    script.write_text("#!/bin/sh\nexec " + command + ' "$@"' + redirections + "\n")
     script.chmod(0o700)
     return script
 
 
-def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path) -> list[str]:
+def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path, door: NetnsDoor | None) -> list[str]:
     """The script's command line (shell words): setsid, the sandbox, this module."""
     words: list[str] = []
     setsid = shutil.which("setsid")
@@ -74,6 +85,8 @@ def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path) -
         words.append(shlex.quote(setsid))
     if sandbox is not None and sandbox.contained:
         words += [shlex.quote(arg) for arg in sandbox.bwrap_args(cwd)]
+        if door is not None:
+            words += door.bwrap_args()
         words.append("--clearenv")
         for name in SDK_VARIABLES:  # the SDK sets these for the CLI (bubblewrap clears the rest)
             words += ["--setenv", name, f'"${{{name}-}}"']

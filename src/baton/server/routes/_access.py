@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.security.base import SecurityBase
 
-from baton.errors import NotFoundError, RefusedError, UsageError
+from baton.errors import AuthError, BatonError, NotFoundError, RefusedError, UsageError
 from baton.runs.queries import RunRecord
 from baton.server.auth import Principal
 from baton.server.config import ServerConfig
@@ -67,8 +67,23 @@ async def visible_run(request: Request, principal: Principal, run_id: str) -> Ru
     return record
 
 
-def allowed_repository(repo: str, config: ServerConfig) -> Path:
-    """``repo`` resolved, if it is under a workspace root (``BATON_WORKSPACE_ROOTS``).
+def require_acting_field(
+    principal: Principal | None, field: str, *, configured: bool, why: str, refusal: BatonError | None = None
+) -> None:
+    """The one rule for a request field that runs or reads something on the server (a path, a
+    URL, a mount, a host, a sandbox mode): allowed when the server's configuration allows it
+    (``configured``), else only with the ``admin`` scope — else ``refusal``, by default
+    ``scope_missing`` naming the field and ``why``. A value any token could give would be an escape."""
+    if configured or (principal is not None and principal.is_admin):
+        return
+    raise refusal or AuthError(
+        "scope_missing", f"{field}: {why}; unless the configuration allows it, it needs the scope 'admin'"
+    )
+
+
+def allowed_repository(repo: str, config: ServerConfig, principal: Principal | None = None) -> Path:
+    """``repo`` resolved, if it is under a workspace root (``BATON_WORKSPACE_ROOTS``), or for
+    the ``admin`` scope (:func:`require_acting_field`).
 
     Unset roots allow any folder on a loopback-only server and none otherwise.
     """
@@ -84,19 +99,32 @@ def allowed_repository(repo: str, config: ServerConfig) -> Path:
         if config.loopback_only:
             return resolved
         roots = ()
-    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
-        raise RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)")
+    require_acting_field(
+        principal,
+        "repo",
+        configured=any(resolved.is_relative_to(root.resolve()) for root in roots),
+        why="a folder of the server",
+        refusal=RefusedError("repository_not_allowed", f"{repo} is not under a workspace root (BATON_WORKSPACE_ROOTS)"),
+    )
     return resolved
 
 
-def allowed_repository_url(url: str, config: ServerConfig) -> str:
+def allowed_repository_url(url: str, config: ServerConfig, principal: Principal | None = None) -> str:
     """``url`` (a git URL to clone) if the server accepts it: any on a loopback-only server
-    without ``BATON_REPOSITORY_URLS``, else one that starts with a listed prefix."""
+    without ``BATON_REPOSITORY_URLS``, else one that starts with a listed prefix; any for the
+    ``admin`` scope (:func:`require_acting_field`)."""
     allowed = config.repository_urls
     if allowed is None:
         if config.loopback_only:
             return url
         allowed = ()
-    if not any(url.startswith(prefix) for prefix in allowed):
-        raise RefusedError("repository_not_allowed", f"{url} is not an allowed repository URL (BATON_REPOSITORY_URLS)")
+    require_acting_field(
+        principal,
+        "repo",
+        configured=any(url.startswith(prefix) for prefix in allowed),
+        why="a URL the server clones",
+        refusal=RefusedError(
+            "repository_not_allowed", f"{url} is not an allowed repository URL (BATON_REPOSITORY_URLS)"
+        ),
+    )
     return url

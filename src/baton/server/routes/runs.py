@@ -27,6 +27,7 @@ from baton.server.routes._access import (
     NOT_FOUND,
     allowed_repository,
     allowed_repository_url,
+    require_acting_field,
     visible_run,
     with_scope,
 )
@@ -94,10 +95,11 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         raise UsageError("request_invalid", "prompt: required (or a task_id whose task has one)")
     if not repo:
         raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
-    url = allowed_repository_url(repo, state.config) if is_git_url(repo) else None
+    url = allowed_repository_url(repo, state.config, principal) if is_git_url(repo) else None
+    _check_sandbox_fields(body, principal)
     spec = RunSpec(
         prompt=prompt,
-        repo=allowed_repository(repo, state.config) if url is None else Path(),
+        repo=allowed_repository(repo, state.config, principal) if url is None else Path(),
         repo_url=url,
         workspace=body.workspace,
         base=body.base,
@@ -116,12 +118,38 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         record=cassette_path(body.record, state.baton.settings.home) if body.record else None,
         replay=cassette_path(body.replay, state.baton.settings.home) if body.replay else None,
         replay_timing=body.replay_timing,
+        sandbox=body.sandbox,
+        mount_ro=tuple(body.mount_ro),
+        mount_rw=tuple(body.mount_rw),
+        allow_net=tuple(body.allow_net),
     )
     if spec.record is not None and spec.replay is not None:
         raise UsageError("invalid_argument", "record and replay are exclusive")
     handle = await state.baton.start(spec)
     state.handles[handle.run_id] = handle
     return run_object(await state.runs.get_run(handle.run_id))
+
+
+@router.get("/{run_id}/sandbox", responses=NOT_FOUND)
+async def get_run_sandbox(run_id: str, request: Request, principal: _Reader) -> dict[str, Any]:
+    """Where the run's agent ran last (its latest ``_baton/sandbox``: mode, containment, paths,
+    network rules, bubblewrap version; docs/sandbox.md); ``{"sandbox": null}`` before it started."""
+    record = await visible_run(request, principal, run_id)
+    return {"run_id": record.id, "sandbox": await server_state(request).runs.last_note(record.id, "_baton/sandbox")}
+
+
+def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
+    """A mount, a host or a weaker sandbox widens what the agent reaches on the server: the
+    ``admin`` scope only (the server's configured sandbox applies to every run)."""
+    if body.sandbox == "none":
+        require_acting_field(principal, "sandbox", configured=False, why="'none' shows the agent the whole server")
+    for field, values, why in (
+        ("mount_ro", body.mount_ro, "a path of the server the agent may read"),
+        ("mount_rw", body.mount_rw, "a path of the server the agent may write"),
+        ("allow_net", body.allow_net, "a host the agent may reach from the server"),
+    ):
+        if values:
+            require_acting_field(principal, field, configured=False, why=why)
 
 
 @router.post(
@@ -142,7 +170,7 @@ async def fork_run(run_id: str, body: ForkRunRequest, request: Request, principa
     if principal.run_id is not None:
         raise AuthError("scope_missing", "this token is limited to one run; it starts no other")
     original = await visible_run(request, principal, run_id)
-    repo = allowed_repository(body.repo, state.config) if body.repo else None
+    repo = allowed_repository(body.repo, state.config, principal) if body.repo else None
     changes = {"owner": principal.sub}
     handle = await state.baton.fork(
         original.id,

@@ -69,7 +69,9 @@ async def create_task(
     repo = body.repo
     if repo is not None:
         checked = (
-            allowed_repository_url(repo, state.config) if is_git_url(repo) else allowed_repository(repo, state.config)
+            allowed_repository_url(repo, state.config, principal)
+            if is_git_url(repo)
+            else allowed_repository(repo, state.config, principal)
         )
         repo = str(checked)
     task = await state.runs.create_task(
