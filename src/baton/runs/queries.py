@@ -334,6 +334,13 @@ class Runs:
         opening = await self._read.read_log(run_id, until=_PROMPT_ENTRIES * 2)
         return await record_scenario(record, opening, Path(out), written_as=written_as, force=force)
 
+    async def cassette(self, run_id: str) -> Path:
+        """The cassette file the run recorded or replayed: ``run_not_found``, ``run_not_recorded``."""
+        from baton.runs.record_scenario import run_cassette
+
+        record = await self._read.get_run(run_id)
+        return run_cassette(record, await self._read.read_log(run_id, until=_PROMPT_ENTRIES * 2))
+
     # Results: the run's branch (docs/workspaces.md "Results").
 
     async def branch(self, run_id: str, *, snapshot_id: str | None = None, name: str | None = None) -> BranchOutcome:

@@ -29,7 +29,7 @@ from baton.errors import RefusedError, UsageError
 from baton.events.entry import LogEntry
 from baton.store.records import RunRecord
 
-__all__ = ["RecordedScenario", "WrittenAs", "record_scenario", "run_model_source"]
+__all__ = ["RecordedScenario", "WrittenAs", "record_scenario", "run_cassette", "run_model_source"]
 
 WrittenAs = Literal["cassette", "scenario"]
 _FIRST_ENTRIES = 10  # a run's ``_baton/run_started`` is among its first log entries
@@ -102,6 +102,16 @@ async def record_scenario(
     if scenario is None:
         raise _not_recorded(record.id, source, want_cassette=False)
     return await asyncio.to_thread(_write_scenario_copy, record, scenario, out, source or {})
+
+
+def run_cassette(record: RunRecord, opening: list[LogEntry]) -> Path:
+    """The cassette file a run recorded or replayed (``GET /v1/runs/{id}/cassette``); ``run_not_recorded``
+    for a run that has none, or whose file is gone."""
+    source = run_model_source(record, opening)
+    cassette = _cassette_of(record.id, source)
+    if cassette is None:
+        raise _not_recorded(record.id, source, want_cassette=True)
+    return cassette
 
 
 def _cassette_of(run_id: str, source: Mapping[str, Any] | None) -> Path | None:
