@@ -23,6 +23,7 @@ from baton.cassettes import load_cassette
 from baton.config import Settings
 from baton.errors import RefusedError
 from baton.runs import Baton, RunSpec
+from baton.runs.queries import Runs
 from baton.testing import answered_in
 
 pytestmark = [pytest.mark.claude, pytest.mark.slow(seconds=60)]
@@ -99,6 +100,23 @@ async def test_a_parked_recorded_run_records_its_resume_and_its_replay_resumes_o
     assert replayed_tree == recorded_tree and "approved.txt" in replayed_tree
     journal = replay_settings.run_dir(replayed.run_id) / "cassette-answered.jsonl"
     assert {e.position for e in asked} <= answered_in(journal, cassette)  # every task request, once
+
+    # The recorded run made a scenario: its resume's step waits for the prompt Claude Code resumes with.
+    async with Runs(recording_settings) as runs:
+        written = await runs.record_scenario(recorded.run_id, tmp_path / "gate.yaml")
+    assert written.steps == len(asked)
+    assert "prompt_contains: Continue from where you left off." in written.out.read_text()
+    third = make_git_repo(tmp_path / "third", {"README.md": "# a repository\n"})
+    scripted, scripted_events, scripted_tree = await _park_approve_resume(
+        replace(_settings(tmp_path, "home-3"), gate_grace_seconds=0.0),
+        RunSpec(prompt="go", repo=third, scenario=str(written.out)),
+    )
+    assert scripted.status == "finished" and scripted.result == recorded.result, scripted
+    assert _ordered(scripted_events) == _ordered(recorded_events) and _commands(scripted_events) == _commands(
+        recorded_events
+    )
+    scripted_tree.pop("request")
+    assert scripted_tree == recorded_tree
 
     async with Baton(replay_settings) as baton:
         with pytest.raises(RefusedError) as exhausted:
