@@ -145,3 +145,20 @@ async def test_runs_whose_model_answers_were_not_kept_are_refused(
     code, _, stderr = await _record(monkeypatch, settings.home, recorded.run_id, "--out", str(out))
     error = json.loads(stderr)["error"]
     assert code == 3 and error["code"] == "run_not_recorded" and "is gone" in error["message"], stderr
+
+
+def test_baton_run_takes_a_relative_scenario_file_and_records_it_absolute(tmp_path: Path) -> None:
+    from tests.cli._baton_cli import BatonCLI
+    from tests.cli.test_model_source_cli import run_request
+
+    (tmp_path / "mine.yaml").write_text("description: mine\nsteps:\n  - text: From a file of my own.\n")
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "# a repository\n"})
+    baton = BatonCLI(tmp_path / "home")
+    ran = baton.finish(baton.start("run", "go", "--repo", str(repo), "--scenario", "mine.yaml", "--json", cwd=tmp_path))
+    assert ran.returncode == 0, ran.describe()
+    assert ran.json_lines()[-1]["data"]["result"] == "From a file of my own."
+    run_id = ran.json_lines()[0]["run_id"]
+    recorded = run_request(baton.home, run_id)["model_source"]
+    assert recorded == {"kind": "scenario", "scenario": str(tmp_path / "mine.yaml")}
+    missing = baton("run", "go", "--repo", str(repo), "--scenario", "nowhere/none.yaml", "--json")
+    assert missing.returncode == 2 and json.loads(missing.stderr)["error"]["code"] == "invalid_argument"
