@@ -15,7 +15,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         rate_limited, body_too_large, headers_too_large, sse_limit,
     │                         net_not_allowed,
     │                         sandbox_unavailable, invalid_transition, branch_exists,
-    │                         merge_conflict, push_failed, branch_not_merged
+    │                         merge_conflict, push_failed, branch_not_merged,
+    │                         run_not_recorded, output_exists, cassette_exhausted
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -124,6 +125,9 @@ class RefusedError(BatonError):
             "branch_exists",
             "merge_conflict",
             "push_failed",
+            "run_not_recorded",
+            "output_exists",
+            "cassette_exhausted",
         }
     )
 

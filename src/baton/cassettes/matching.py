@@ -41,7 +41,7 @@ import difflib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +194,11 @@ class Matcher:
         """The replaying run's paths (known once the run has its id)."""
         with self._lock:
             self.paths = paths
+
+    def skip(self, positions: Iterable[int]) -> None:
+        """Take exchanges as answered already (by an earlier execution of the replaying run)."""
+        with self._lock:
+            self._answered.update(p for p in positions if 0 <= p < len(self.cassette.exchanges))
 
     @property
     def unanswered(self) -> list[CassetteExchange]:

@@ -9,16 +9,22 @@ Secrets never reach the file: the proxy already gives the credential headers as
 ``[redacted]``; every line then goes through the run's :class:`~baton.store.redact.Redactor`
 (the real key, every secret baton registered, bearer tokens), and the credential headers are
 masked again here for an observer fed by anything else.
+
+``continue_file()`` makes a recorder append to the cassette an earlier execution of the same
+run wrote (a resume records on): its header is kept, ``seq`` and ``at`` go on after its last
+exchange, and this execution's workspace and agent home are written as the header's paths (a run
+continuing an ended one has an agent home of its own), so the file reads as one recording.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
-from baton.cassettes.format import CassettePaths, exchange_record, header_record
+from baton.cassettes.format import CassettePaths, exchange_record, header_record, load_cassette
 from baton.sandbox.proxy_hooks import REDACTED, ModelExchange
 from baton.store.redact import Redactor, encode_json
 
@@ -49,6 +55,7 @@ class CassetteRecorder:
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
         self._closed = False
+        self._continued: CassettePaths | None = None  # appending: the paths the file's header names
 
     @property
     def recorded(self) -> int:
@@ -76,6 +83,19 @@ class CassetteRecorder:
             self._write(record)
             self._seq += 1
 
+    def continue_file(self) -> CassetteRecorder:
+        """Append to the cassette already at ``path`` (``cassette_invalid`` if it is not one); a
+        missing file is written anew. Call it before the first exchange."""
+        with self._lock:
+            if self._file is not None or not self.path.exists():
+                return self
+            earlier = load_cassette(self.path)
+            self._seq = max((e.seq for e in earlier.exchanges), default=-1) + 1
+            ended = max((e.at + e.duration for e in earlier.exchanges), default=0.0)
+            self._start = time.time() - ended - 0.001  # this execution's first request comes after
+            self._continued = earlier.paths
+        return self
+
     def open(self) -> CassetteRecorder:
         """Create the file and write its header (done by the first exchange otherwise)."""
         with self._lock:
@@ -94,6 +114,8 @@ class CassetteRecorder:
                 self._file = None
 
     def _ensure_open(self) -> IO[str]:
+        if self._file is None and self._continued is not None:
+            self._file = self.path.open("a", encoding="utf-8")
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
@@ -108,6 +130,9 @@ class CassetteRecorder:
     def _write(self, record: dict[str, object]) -> None:
         file = self._ensure_open()
         text, _ = self._redactor.redact_json(record)
+        if self._continued is not None:
+            for mine, recorded in self.paths.pairs(self._continued):
+                text = text.replace(json.dumps(mine)[1:-1], json.dumps(recorded)[1:-1])
         file.write(text + "\n")
         file.flush()
 

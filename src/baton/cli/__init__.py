@@ -11,6 +11,7 @@ from baton.cli import gates as _gates  # noqa: F401
 from baton.cli import handoff as _handoff  # noqa: F401
 from baton.cli import logs as _logs  # noqa: F401
 from baton.cli import model_server as _model_server  # noqa: F401
+from baton.cli import record_scenario as _record_scenario  # noqa: F401
 from baton.cli import results as _results  # noqa: F401
 from baton.cli import resume as _resume  # noqa: F401
 from baton.cli import run as _run  # noqa: F401

@@ -33,6 +33,7 @@ __all__ = [
     "SetupOption",
     "WorkspaceOption",
     "build_spec",
+    "scenario_argument",
 ]
 
 RepoOption = Annotated[Path, typer.Option("--repo", help="The repository (working tree) to run in.")]
@@ -171,7 +172,7 @@ def build_spec(
         run_mode=run_mode,
         run_id=run_id,
         owner=owner,
-        scenario=scenario,
+        scenario=scenario_argument(scenario),
         sandbox=sandbox,
         mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
         mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
@@ -186,3 +187,14 @@ def build_spec(
         replay=Path(replay).absolute() if replay is not None else None,
         replay_timing="real" if replay_timing == "real" else "fast",
     )
+
+
+def scenario_argument(value: str | None) -> str | None:
+    """``--scenario``: a shipped scenario's name as given, a scenario file's path made absolute (the
+    run records it, and whoever continues the run reads it from anywhere)."""
+    if value is None:
+        return None
+    from baton.testing import scenario_file  # YAML and the scripted server: only with --scenario
+
+    path = scenario_file(value)
+    return value if path is None else str(path.absolute())

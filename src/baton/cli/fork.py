@@ -13,6 +13,7 @@ from rich.markup import escape
 from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
+from baton.cli._spec import scenario_argument
 from baton.cli.run import _parks_at_once
 from baton.config import Settings
 from baton.errors import BatonError
@@ -41,7 +42,7 @@ def fork_command(
     """Fork a run: a new run with its conversation up to a turn, on the snapshot taken there."""
     changes: dict[str, Any] = {}
     if scenario is not None:
-        changes["scenario"] = scenario
+        changes["scenario"] = scenario_argument(scenario)
     if record is not None:
         changes["record"] = record.absolute()
     if replay is not None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from baton.cli._app import app
 from baton.cli._errors import report_error
 from baton.cli._follow import follow_run
+from baton.cli._spec import scenario_argument
 from baton.cli.run import _parks_at_once
 from baton.config import Settings
 from baton.errors import BatonError
@@ -45,7 +46,7 @@ def resume_command(
     """Resume a run: its agent continues where it stopped (exit codes as for `baton run`)."""
     try:
         settings = Settings.load(None, **_parks_at_once(no_wait))
-        code = asyncio.run(_resume(run_id, prompt, repo, scenario, settings, json_output, no_wait))
+        code = asyncio.run(_resume(run_id, prompt, repo, scenario_argument(scenario), settings, json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)

@@ -39,6 +39,7 @@ from baton.errors import UsageError
 from baton.gates import Gatekeeper
 from baton.gates.budget import Spend, claude_budget_left, claude_turns_left
 from baton.runs.model_source import ModelEndpoint, RunModel, ScriptedModels, agent_upstream, pointed_at, start_run_model
+from baton.runs.resumed_cassettes import skip_answered
 from baton.runs.sandboxing import run_sandbox
 from baton.runs.spec import RunSpec
 from baton.sandbox import ModelUpstream, new_placeholder_key
@@ -118,6 +119,29 @@ class Launcher:
             redactor=self.redactor,
         )
         try:
+            return self._prepared(spec, entry, gatekeeper, model.endpoint), model
+        except BaseException:
+            await model.aclose()
+            raise
+
+    async def prepare_resumed(
+        self, spec: RunSpec, entry: AgentEntry, gatekeeper: Gatekeeper, *, run_id: str, record: Path | None
+    ) -> tuple[PreparedLaunch, RunModel]:
+        """``prepare`` for a resumed run that replays its cassette (the rest of it: what run
+        ``run_id`` was not answered with yet; ``cassette_exhausted`` when nothing is left) or
+        records one (``record``: appended to); baton.runs.resumed_cassettes."""
+        model = await start_run_model(
+            self.scripted,
+            entry,
+            self.settings,
+            scenario=spec.scenario,
+            record=record,
+            replay=spec.replay,
+            replay_timing=spec.replay_timing,
+            redactor=self.redactor,
+        )
+        try:
+            skip_answered(model, self.settings, run_id)
             return self._prepared(spec, entry, gatekeeper, model.endpoint), model
         except BaseException:
             await model.aclose()

@@ -29,6 +29,7 @@ from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, Prepare
 from baton.runs.model_source import RunModel
 from baton.runs.parking import pending_gates
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
+from baton.runs.resumed_cassettes import bind_resumed, keep_journal, recording_of
 from baton.runs.sandboxing import check_run_sandbox
 from baton.runs.spec import RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
@@ -118,6 +119,7 @@ class Preparer:
     ) -> RunExecution:
         """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
         model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
+        keep_journal(model, self.settings, run_id)  # what a resume of a replayed run skips
         execution = self._execution(
             run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source, setup=setup
         )
@@ -161,13 +163,34 @@ class Preparer:
             # the tree of the latest snapshot.
             await restore_latest_snapshot(self.store, self.settings, record.id, Path(spec.repo))
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=spec.repo)
-        launch = self.launcher.prepare(spec, entry, Gatekeeper(policy, Path(spec.repo)))
-        await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
-        await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
-        plan = await plan_resume(self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing)
+        gatekeeper = Gatekeeper(policy, Path(spec.repo))
+        # A run replaying a cassette replays the rest of it, a recorded one records on
+        # (baton.runs.resumed_cassettes); --scenario leaves both.
+        recording = recording_of(_requested_source(record)) if scenario is None else None
+        model: RunModel | None = None
+        if scenario is None and (spec.replay is not None or recording is not None):
+            launch, model = await self.launcher.prepare_resumed(
+                spec, entry, gatekeeper, run_id=run_id, record=recording
+            )
+        else:
+            launch = self.launcher.prepare(spec, entry, gatekeeper)
+        try:
+            await continue_budget(self.store, run_id)  # a continued resource_limit gate: the raised budget
+            await check_workspace_free(self.store, Path(spec.repo), except_run=run_id)  # last: it reads other runs
+            plan = await plan_resume(
+                self.store, self.log, self.settings, run_id, prompt, repo=repo, executing=executing
+            )
+        except BaseException:
+            if model is not None:
+                await model.aclose()
+            raise
         plan = replace(
-            plan, spec=replace(plan.spec, scenario=spec.scenario), params={**plan.params, "model_source": launch.source}
+            plan,
+            spec=replace(plan.spec, scenario=spec.scenario, replay=spec.replay if model is not None else None),
+            params={**plan.params, "model_source": launch.source},
         )
+        if model is not None:
+            bind_resumed(model, self.settings, source_run=run_id, run_id=plan.run_id, workspace=Path(plan.spec.repo))
         await self._record_model_source(plan.run_id, launch.source)
         session = None
         if launch.in_process:
@@ -185,6 +208,7 @@ class Preparer:
         )
         if launch.in_process and plan.resume_session_id is not None:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch)
+        execution.run_model = model
         return plan, execution
 
     async def _restart(self, record: RunRecord, ask_human: AskHuman | None, scenario: str | None) -> RunExecution:
@@ -292,3 +316,8 @@ class Preparer:
                 store=self.store,
             ),
         )
+
+
+def _requested_source(record: RunRecord) -> Any:
+    """The ``model_source`` in the run's ``runs.request`` (None when it has none)."""
+    return record.request.get("model_source") if isinstance(record.request, dict) else None

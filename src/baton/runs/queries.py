@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from baton.results import BranchOutcome, Merged, Results
     from baton.runs.cancelling import Cancelled
     from baton.runs.handoff import ExportResult, ImportResult
+    from baton.runs.record_scenario import RecordedScenario, WrittenAs
     from baton.store import SessionLog, Store
     from baton.workspaces.gc import GcResult, WorkspaceEntry
     from baton.workspaces.removal import RemovedRun
@@ -318,6 +319,27 @@ class Runs:
         return await import_run(
             await self._writable(), self.settings, path, repo=repo, base_repo=base_repo, force=force
         )
+
+    # Record and replay (docs/scenarios.md "A run made into a test").
+
+    async def record_scenario(
+        self, run_id: str, out: Path, *, written_as: WrittenAs | None = None, force: bool = False
+    ) -> RecordedScenario:
+        """Write the run's model answers to ``out`` as a cassette or a scenario (baton.runs.record_scenario):
+        ``run_not_found``, ``run_not_recorded`` (a real endpoint without a recording, a cassette gone),
+        ``output_exists`` (without ``force``)."""
+        from baton.runs.record_scenario import record_scenario
+
+        record = await self._read.get_run(run_id)
+        opening = await self._read.read_log(run_id, until=_PROMPT_ENTRIES * 2)
+        return await record_scenario(record, opening, Path(out), written_as=written_as, force=force)
+
+    async def cassette(self, run_id: str) -> Path:
+        """The cassette file the run recorded or replayed: ``run_not_found``, ``run_not_recorded``."""
+        from baton.runs.record_scenario import run_cassette
+
+        record = await self._read.get_run(run_id)
+        return run_cassette(record, await self._read.read_log(run_id, until=_PROMPT_ENTRIES * 2))
 
     # Results: the run's branch (docs/workspaces.md "Results").
 

@@ -23,7 +23,19 @@ from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
 from baton.server.errors import install_error_handlers
 from baton.server.limits import BodyLimit, RateLimiter, StreamSlots
-from baton.server.routes import commands, events, gates, health, metrics, results, runs, session, snapshots, tasks
+from baton.server.routes import (
+    cassettes,
+    commands,
+    events,
+    gates,
+    health,
+    metrics,
+    results,
+    runs,
+    session,
+    snapshots,
+    tasks,
+)
 from baton.server.routing import add_routers
 from baton.server.sessions import Sessions
 from baton.server.sse import StreamStats
@@ -124,6 +136,7 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
         runs.router,
         health.router,
         snapshots.router,
+        cassettes.router,
         events.router,
         commands.router,
         gates.router,

@@ -7,7 +7,8 @@ scenario (``src/baton/testing/scenarios/*.yaml``, see ``docs/scenarios.md``). Te
 
 from __future__ import annotations
 
-from baton.testing._replay import CassettePlayer, ReplayTiming
+from baton.testing._from_cassette import scenario_from_cassette
+from baton.testing._replay import CassettePlayer, ReplayTiming, answered_in
 from baton.testing._sample import copy_sample_repo
 from baton.testing._scenario import (
     Failure,
@@ -18,6 +19,8 @@ from baton.testing._scenario import (
     When,
     list_scenarios,
     load_scenario,
+    scenario_file,
+    scenario_text,
 )
 from baton.testing._server import RecordedRequest, ScriptedModelServer
 from baton.testing._tls import CertificateAuthority
@@ -34,7 +37,11 @@ __all__ = [
     "TextBlock",
     "ToolCall",
     "When",
+    "answered_in",
     "copy_sample_repo",
     "list_scenarios",
     "load_scenario",
+    "scenario_file",
+    "scenario_from_cassette",
+    "scenario_text",
 ]

@@ -10,19 +10,25 @@ A request that matches nothing is answered 400 in the provider's error shape, wi
 (the run fails with ``replay_mismatch``). Side requests (no tools offered, and
 ``count_tokens``) that match nothing get the scripted server's own answer instead: an agent
 may send a different number of them, and they carry nothing the run's result depends on.
+
+A run replayed in several executions (a resume) plays the cassette on: each answer's position
+is appended to the run's ``journal`` (JSON lines ``{"cassette": PATH, "position": N}``), and
+the next execution's player skips what :func:`answered_in` finds there.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from baton.cassettes import Cassette, CassetteExchange, CassettePaths, Matcher, Mismatch, load_cassette
+from baton.cassettes.matching import offers_tools
 from baton.errors import UsageError
 
-__all__ = ["CassettePlayer", "ReplayTiming"]
+__all__ = ["CassettePlayer", "ReplayTiming", "answered_in"]
 
 ReplayTiming = Literal["real", "fast"]
 TIMINGS: tuple[ReplayTiming, ...] = ("real", "fast")
@@ -37,6 +43,7 @@ class CassettePlayer:
     matcher: Matcher = field(init=False)
     mismatches: list[Mismatch] = field(default_factory=list)
     answered: list[CassetteExchange] = field(default_factory=list)
+    journal: Path | None = None  # where each answer's position is appended (the run's, for a resume)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -60,7 +67,23 @@ class CassettePlayer:
                     self.mismatches.append(found)
             else:
                 self.answered.append(found)
+                if self.journal is not None:
+                    self._note(found.position)
         return found
+
+    def skip(self, positions: set[int]) -> None:
+        """Exchanges an earlier execution of the run was answered with: never answered again."""
+        self.matcher.skip(positions)
+
+    def remaining(self) -> list[CassetteExchange]:
+        """The unanswered exchanges that answer the task (those offering tools): what a resume can replay."""
+        return [e for e in self.matcher.unanswered if offers_tools(e.body)]
+
+    def _note(self, position: int) -> None:
+        assert self.journal is not None
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        with self.journal.open("a", encoding="utf-8") as file:
+            file.write(json.dumps({"cassette": str(self.cassette.path), "position": position}) + "\n")
 
     def is_lenient(self, mismatch: Mismatch) -> bool:
         return _lenient(mismatch)
@@ -72,3 +95,20 @@ def _lenient(mismatch: Mismatch) -> bool:
 
 def _str(path: Path | str | None) -> str | None:
     return None if path is None else str(path)
+
+
+def answered_in(journal: Path, cassette: Path | str) -> set[int]:
+    """The positions of ``cassette`` a run's journal says were answered (nothing for no journal)."""
+    try:
+        lines = journal.read_text("utf-8").splitlines()
+    except FileNotFoundError:
+        return set()
+    positions: set[int] = set()
+    for line in lines:
+        try:
+            note = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash
+        if isinstance(note, dict) and note.get("cassette") == str(cassette) and isinstance(note.get("position"), int):
+            positions.add(int(note["position"]))
+    return positions

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -26,6 +27,8 @@ __all__ = [
     "When",
     "list_scenarios",
     "load_scenario",
+    "scenario_file",
+    "scenario_text",
 ]
 
 DEFAULT_USAGE: dict[str, int] = {
@@ -139,14 +142,45 @@ def list_scenarios() -> list[str]:
     return sorted(name for name in names if _NAME.match(name))
 
 
-@cache
 def load_scenario(name: str) -> Scenario:
-    """The shipped scenario ``name``; an unknown name is ``invalid_argument``."""
+    """The shipped scenario ``name``, or the scenario file at a path (``scenario_file``); an
+    unknown name or a missing file is ``invalid_argument``, a file that is not a scenario
+    ``config_invalid``. A file is read again at every call (it may have been rewritten)."""
+    path = scenario_file(name)
+    if path is None:
+        return _shipped(name)
+    return Scenario.from_yaml(scenario_text(name), name=str(path))
+
+
+def scenario_file(value: str) -> Path | None:
+    """The path ``value`` names when it is a file rather than a shipped scenario's name: it holds a
+    ``/`` or ends in ``.yaml`` / ``.yml``; None for a name."""
+    if "/" in value or value.endswith((".yaml", ".yml")):
+        return Path(value)
+    return None
+
+
+def scenario_text(name: str) -> str:
+    """The YAML text of a shipped scenario or of a scenario file (``invalid_argument`` when there is none)."""
+    path = scenario_file(name)
+    if path is None:
+        _check_shipped(name)
+        return (resources.files("baton.testing") / "scenarios" / f"{name}.yaml").read_text("utf-8")
+    try:
+        return path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError("invalid_argument", f"cannot read the scenario file {path}: {exc}") from exc
+
+
+def _check_shipped(name: str) -> None:
     if not _NAME.match(name) or name not in list_scenarios():
         known = ", ".join(list_scenarios())
-        raise UsageError("invalid_argument", f"unknown scenario {name!r} (known: {known})")
-    text = (resources.files("baton.testing") / "scenarios" / f"{name}.yaml").read_text("utf-8")
-    return Scenario.from_yaml(text, name=name)
+        raise UsageError("invalid_argument", f"unknown scenario {name!r} (known: {known}; or a scenario file's path)")
+
+
+@cache
+def _shipped(name: str) -> Scenario:
+    return Scenario.from_yaml(scenario_text(name), name=name)
 
 
 def _step(name: str, index: int, raw: Any) -> Step:
