@@ -20,16 +20,13 @@ from tests.cli._baton_cli import BatonCLI
 from tests.conftest import make_git_repo
 
 from baton.sandbox.bwrap import containment
-from baton.sandbox.netns import netns_unavailable
+from baton.sandbox.netns import NETNS_METHOD_VARIABLE
 from baton.testing import CertificateAuthority, ScriptedModelServer, load_scenario
 
 pytestmark = [pytest.mark.claude, pytest.mark.timeout(240)]
 SCRIPTED = ("--scenario", "bash-prompt", "--mode", "acceptEdits", "--allow", "Bash")
 CANARY = "sk-ant-real-CANARY-5e1f0c"
-needs_netns = pytest.mark.skipif(
-    not containment().available or netns_unavailable() is not None,
-    reason="bubblewrap cannot contain, or baton cannot serve a network namespace, here",
-)
+needs_netns = pytest.mark.skipif(not containment().available, reason="bubblewrap cannot contain here")
 
 
 class _Hits(http.server.BaseHTTPRequestHandler):
@@ -63,12 +60,17 @@ def host_server() -> Iterator[tuple[int, list[str]]]:
 
 
 @needs_netns
-@pytest.mark.parametrize("agent", ["claude", "codex"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "claude/inside"])
 def test_nothing_is_reachable_but_the_model_and_what_is_allowed(
     tmp_path: Path, agent: str, host_server: tuple[int, list[str]]
 ) -> None:
+    """``claude/inside``: the sockets made by the program inside the namespace (what an
+    unprivileged baton does) instead of by baton entering it."""
     port, hits = host_server
     baton = BatonCLI(tmp_path / "home")
+    agent, _, method = agent.partition("/")
+    if method:
+        baton.env[NETNS_METHOD_VARIABLE] = method
     repo = make_git_repo(tmp_path / "repo", {"README.md": "hi\n"})
     through_proxy = "curl -sS -m 5 --noproxy '' -x \"$HTTP_PROXY\""
     attempts = "; ".join(
@@ -108,6 +110,7 @@ def test_nothing_is_reachable_but_the_model_and_what_is_allowed(
     (sandbox,) = baton.notes("_baton/sandbox")
     network = sandbox["network"]
     assert isinstance(network, dict) and network["mode"] == "isolated"
+    assert network["method"] == (method or "setns")
     assert network["allow_net"] == [f"localhost:{port}"]
 
 

@@ -7,15 +7,16 @@ its child (``--info-fd``) and waits (``--block-fd``) before it runs the agent; m
 short-lived thread of baton enters the child's network namespace (``setns``), makes the
 listening sockets there (a socket keeps the namespace it was made in) and leaves with the
 thread. baton's event loop then accepts on them as on any socket. Once the sockets listen,
-baton lets bubblewrap go on; if anything fails the child is let go all the same and finds
-nothing listening: a sandbox without its proxies has no network at all (it fails closed).
+baton lets bubblewrap go on; if anything fails the child is killed before its command runs
+(were it let go, it would find nothing listening: a sandbox without its proxies has no network).
 
-Entering a network namespace takes ``CAP_SYS_ADMIN`` (baton as root); elsewhere
-:func:`netns_unavailable` says why, and the sandbox's network stays the machine's (said so in
-the run's log, never pretended).
+Entering a network namespace takes ``CAP_SYS_ADMIN`` (baton as root). Elsewhere
+(:func:`netns_method` ``inside``) :class:`RelayDoor` has ``netns_inside.py`` make the sockets
+inside and hand them over (``SCM_RIGHTS``) before it becomes the agent.
 
 :class:`NetnsDoor` is the rendezvous with one bubblewrap: pipes for a child baton spawns
-itself (``pass_fds``), FIFOs for one a script spawns (Claude Code's ``cli_path`` wrapper).
+itself (``pass_fds``), FIFOs for one a script spawns (Claude Code's ``cli_path`` wrapper);
+:func:`open_door` chooses the door.
 """
 
 from __future__ import annotations
@@ -28,22 +29,70 @@ import json
 import os
 import shlex
 import socket
+import sys
 import threading
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from baton.errors import AgentError
 
-__all__ = ["BLOCK_FD", "INFO_FD", "NetnsDoor", "netns_unavailable"]
+__all__ = [
+    "BLOCK_FD",
+    "INFO_FD",
+    "NETNS_METHOD_VARIABLE",
+    "SANDBOX_PORTS",
+    "Door",
+    "NetnsDoor",
+    "RelayDoor",
+    "netns_method",
+    "open_door",
+]
 
 _CLONE_NEWNET = 0x40000000
 _CAP_SYS_ADMIN = 21
 _IP_FREEBIND = 15  # bind before the namespace's loopback is up (bubblewrap brings it up)
+# The ports of the sandbox's own loopback where baton's two proxies listen (the model's, the allow-list's).
+SANDBOX_PORTS = (17070, 17071)
 # The descriptors a FIFO door's script opens for bubblewrap (well above the SDK's stdio).
 INFO_FD = 7
 BLOCK_FD = 8
+
+
+NETNS_METHOD_VARIABLE = "BATON_NETNS_METHOD"  # "setns" or "inside": how the sockets are made (tests, diagnosis)
+_INSIDE = Path(__file__).with_name("netns_inside.py")
+
+
+def netns_method() -> str:
+    """``setns`` where baton may enter a namespace (CAP_SYS_ADMIN), else ``inside``: a small
+    program in the namespace makes the sockets and hands them over (:class:`RelayDoor`)."""
+    chosen = os.environ.get(NETNS_METHOD_VARIABLE)
+    if chosen in ("setns", "inside"):
+        return chosen
+    return "setns" if netns_unavailable() is None else "inside"
+
+
+def open_door(script_dir: Path | None = None) -> Door:
+    """The door for one bubblewrap: baton spawns it (``script_dir`` None: pipes, ``pass_fds``) or
+    a script does (FIFOs, or for ``inside`` a Unix socket, in ``script_dir``)."""
+    if netns_method() == "inside":
+        return RelayDoor.for_script(script_dir) if script_dir is not None else RelayDoor.for_spawn()
+    return NetnsDoor.fifos(script_dir) if script_dir is not None else NetnsDoor.pipes()
+
+
+class Door(Protocol):
+    """How baton's listening sockets get into one bubblewrap's network namespace."""
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]: ...
+    def bwrap_args(self) -> list[str]: ...
+    def command(self, argv: Sequence[str]) -> list[str]: ...
+    def redirections(self) -> str: ...
+    def spawned(self) -> None: ...
+    async def listen(self, ports: Sequence[int], *, wait_seconds: float = 30.0) -> list[socket.socket]: ...
+    def release(self) -> None: ...
+    def close(self) -> None: ...
 
 
 @cache
@@ -97,6 +146,10 @@ class NetnsDoor:
     def pass_fds(self) -> tuple[int, ...]:
         return tuple(self._child_fds)
 
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The command bubblewrap runs: the agent's own (the sockets are made from outside)."""
+        return list(argv)
+
     def bwrap_args(self) -> list[str]:
         """bubblewrap's options for this door (after ``--unshare-net``)."""
         if self._fifo_dir is not None:
@@ -106,7 +159,8 @@ class NetnsDoor:
 
     def redirections(self) -> str:
         """A FIFO door's shell redirections, for the command that execs bubblewrap."""
-        assert self._fifo_dir is not None
+        if self._fifo_dir is None:
+            return ""
         info, block = self._fifo_dir / "netns-info", self._fifo_dir / "netns-block"
         return f"{INFO_FD}>{_quote(info)} {BLOCK_FD}<{_quote(block)}"
 
@@ -180,6 +234,132 @@ class NetnsDoor:
                 if not isinstance(pid, int):
                     raise AgentError("sandbox_network_failed", f"bubblewrap reported no child pid: {info!r}")
                 return pid
+
+
+class RelayDoor:
+    """The door where baton may not enter the namespace (unprivileged): ``netns_inside.py`` runs
+    first in the sandbox, makes the listening sockets on its loopback, hands them to baton over a
+    Unix socket (``SCM_RIGHTS``) and, on baton's word, becomes the agent. ~30 ms more a start (a
+    Python interpreter without ``site``); the sockets are baton's as with ``setns``."""
+
+    def __init__(self, baton_end: socket.socket | None, child_end: socket.socket | None, path: Path | None) -> None:
+        self._baton = baton_end  # the connection to the inside program (a socketpair end, or accepted)
+        self._child = child_end  # its end, inherited by bubblewrap (pipes case)
+        self._listener: socket.socket | None = None
+        self._path = path
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            _bind_unix(self._listener, path)
+            path.chmod(0o600)
+            self._listener.listen(1)
+            self._listener.setblocking(False)
+
+    @classmethod
+    def for_spawn(cls) -> RelayDoor:
+        baton_end, child_end = socket.socketpair()
+        baton_end.setblocking(False)
+        return cls(baton_end, child_end, None)
+
+    @classmethod
+    def for_script(cls, directory: Path) -> RelayDoor:
+        return cls(None, None, directory / "netns.sock")
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self._child.fileno(),) if self._child is not None else ()
+
+    def bwrap_args(self) -> list[str]:
+        return []
+
+    def redirections(self) -> str:
+        return ""
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``netns_inside.py`` first, then the agent's command."""
+        channel = f"fd:{self._child.fileno()}" if self._child is not None else f"path:{self._path}"
+        ports = ",".join(str(port) for port in SANDBOX_PORTS)
+        return [sys.executable, "-I", "-S", str(_INSIDE), channel, ports, "--", *argv]
+
+    def spawned(self) -> None:
+        if self._child is not None:
+            self._child.close()
+            self._child = None
+
+    async def listen(self, ports: Sequence[int], *, wait_seconds: float = 30.0) -> list[socket.socket]:
+        """The listening sockets the inside program made (it was given ``ports`` on its command line)."""
+        if tuple(ports) != SANDBOX_PORTS:
+            raise AgentError("sandbox_network_failed", f"the inside program listens on {SANDBOX_PORTS}, not {ports}")
+        try:
+            sockets = await asyncio.wait_for(self._receive(len(ports)), wait_seconds)
+        except TimeoutError as exc:
+            message = f"the sandbox's network was not made in {wait_seconds:g} s"
+            raise AgentError("agent_start_timeout", message) from exc
+        self.release()
+        return sockets
+
+    async def _receive(self, count: int) -> list[socket.socket]:
+        loop = asyncio.get_running_loop()
+        if self._baton is None:
+            assert self._listener is not None
+            self._baton, _ = await loop.sock_accept(self._listener)
+            self._baton.setblocking(False)
+        baton = self._baton
+        while True:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(baton.fileno(), _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(baton.fileno())
+            try:
+                message, fds, _flags, _address = socket.recv_fds(baton, 64, count)
+            except BlockingIOError:
+                continue
+            if not message:
+                raise AgentError("agent_exited", "the sandbox ended before its network was made")
+            sockets = [socket.socket(fileno=fd) for fd in fds]
+            if len(sockets) != count:
+                for sock in sockets:
+                    sock.close()
+                raise AgentError("sandbox_network_failed", f"the sandbox handed over {len(fds)} sockets, not {count}")
+            for sock in sockets:
+                sock.setblocking(False)
+            return sockets
+
+    def release(self) -> None:
+        if self._baton is not None:
+            with contextlib.suppress(OSError):
+                self._baton.setblocking(True)
+                self._baton.send(b"1")
+            self._baton.close()
+            self._baton = None
+
+    def close(self) -> None:
+        if self._baton is not None:
+            self._baton.close()  # without the word: the inside program exits, the agent never runs
+            self._baton = None
+        self.spawned()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+
+
+def _bind_unix(sock: socket.socket, path: Path) -> None:
+    """Bind ``sock`` at ``path``, which may be longer than a Unix socket's 107 bytes (a run's
+    directory can be): then through ``/proc/self/fd/N`` of its directory (the inside program
+    connects the same way)."""
+    if len(os.fsencode(path)) < 100:
+        sock.bind(str(path))
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock.bind(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
 
 
 def _wake(ready: asyncio.Future[None]) -> None:

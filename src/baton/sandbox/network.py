@@ -28,7 +28,7 @@ from typing import Any
 from baton.errors import AgentError
 from baton.sandbox.connect_proxy import ConnectProxy
 from baton.sandbox.model_proxy import ModelProxy, ModelUpstream
-from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.netns import SANDBOX_PORTS, Door
 from baton.sandbox.proxy_allow import AllowList, NetDecision
 from baton.sandbox.proxy_hooks import ModelObserver
 from baton.sandbox.proxy_listener import ProxyListener
@@ -36,8 +36,7 @@ from baton.sandbox.proxy_listener import ProxyListener
 __all__ = ["MODEL_PORT", "PROXY_PORT", "NetworkPlan", "SandboxNetwork", "proxy_environment"]
 
 # Ports on the sandbox's own loopback (its namespace holds nothing else).
-MODEL_PORT = 17070
-PROXY_PORT = 17071
+MODEL_PORT, PROXY_PORT = SANDBOX_PORTS
 MODEL_URL = f"http://127.0.0.1:{MODEL_PORT}"
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 
@@ -51,6 +50,7 @@ class NetworkPlan:
     isolated: bool
     allow: AllowList = field(default_factory=AllowList)
     reason: str | None = None  # why the network is the machine's
+    method: str = "setns"  # how the namespace's sockets are made (baton.sandbox.netns.netns_method)
 
     def describe(self) -> dict[str, Any]:
         """The ``network`` part of ``_baton/sandbox``."""
@@ -61,6 +61,7 @@ class NetworkPlan:
             return body
         return {
             "mode": "isolated",
+            "method": self.method,
             "model_proxy": MODEL_URL,
             "proxy": PROXY_URL,
             "allow_net": [str(rule) for rule in self.allow.rules],
@@ -104,7 +105,7 @@ class SandboxNetwork:
         self._proxies: list[ProxyListener] = []
         self._closed = False
 
-    async def serve(self, door: NetnsDoor) -> None:
+    async def serve(self, door: Door) -> None:
         """Listen in the namespace behind ``door`` and serve both proxies there until :meth:`aclose`."""
         if self._closed:
             door.close()
@@ -117,7 +118,7 @@ class SandboxNetwork:
             await proxy.start()
 
     @contextlib.asynccontextmanager
-    async def serving(self, door: NetnsDoor) -> AsyncIterator[None]:
+    async def serving(self, door: Door) -> AsyncIterator[None]:
         """``async with network.serving(door): <spawn the bubblewrap behind door>``: serves while
         the body spawns, and on leaving waits until both proxies listen (raising what failed:
         the caller then kills what it spawned and closes the door). A body that fails cancels

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from baton.errors import RefusedError, UsageError
 from baton.sandbox.bwrap import Containment, containment
-from baton.sandbox.netns import netns_unavailable
+from baton.sandbox.netns import netns_method
 from baton.sandbox.network import NetworkPlan
 from baton.sandbox.proxy_allow import AllowList
 
@@ -114,7 +114,7 @@ class SandboxPlan:
         return [*args, "--chdir", str(cwd)]
 
     def wrap(self, argv: Sequence[str], cwd: Path, *, door: Sequence[str] = ()) -> list[str]:
-        """``argv`` contained (bubblewrap; ``door``: a :class:`~baton.sandbox.netns.NetnsDoor`'s
+        """``argv`` contained (bubblewrap; ``door``: a :class:`~baton.sandbox.netns.Door`'s
         options), else behind ``setpriv --pdeathsig KILL`` where util-linux has it."""
         if self.contained:
             return [*self.bwrap_args(cwd), *door, "--", *argv]
@@ -161,8 +161,7 @@ def plan_sandbox(
 
     ``agent_paths`` are the agent's own files (its executable, the files its command names),
     bound read-only. Mode ``bwrap`` isolates the network too (``allow_net``: the hosts the
-    allow-list proxy lets through) where baton can serve a namespace (else it stays the
-    machine's, and the plan says why). Refused with ``sandbox_unavailable`` when ``bwrap`` is asked for where
+    allow-list proxy lets through). Refused with ``sandbox_unavailable`` when ``bwrap`` is asked for where
     bubblewrap cannot contain; ``invalid_argument`` for an unknown mode or a missing mount.
     """
     found = probe or containment()
@@ -189,8 +188,7 @@ def plan_sandbox(
     if any(_inside(home, m.path) and home != m.path for m in mounts if m.kind in ("ro", "rw")):
         mounts.append(Mount(home, "tmpfs"))  # BATON_HOME inside a bound path stays invisible
     allow = AllowList.parse(allow_net)
-    unavailable = netns_unavailable()
-    network = NetworkPlan(False, allow, unavailable) if unavailable else NetworkPlan(True, allow)
+    network = NetworkPlan(True, allow, method=netns_method())
     return SandboxPlan("bwrap", found, tuple(_ordered(mounts)), requested=(*extra_ro, *extra_rw), network=network)
 
 

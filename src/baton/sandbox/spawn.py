@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.sandbox.bwrap import containment
-from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.netns import open_door
 from baton.sandbox.network import SandboxNetwork, proxy_environment
 from baton.sandbox.plan import SandboxPlan
 
@@ -40,13 +40,17 @@ async def spawn_contained(
     ``OSError`` when the command cannot start."""
     plan = plan or SandboxPlan("none", containment())
     served = network if plan.network.isolated else None
-    door = NetnsDoor.pipes() if served is not None else None
+    door = open_door() if served is not None else None
     environment = {**env, **proxy_environment()} if served is not None else dict(env)
     process: asyncio.subprocess.Process | None = None
     try:
         async with served.serving(door) if served is not None and door is not None else contextlib.nullcontext():
             process = await asyncio.create_subprocess_exec(
-                *plan.wrap(argv, cwd, door=door.bwrap_args() if door is not None else ()),
+                *plan.wrap(
+                    door.command(argv) if door is not None else argv,
+                    cwd,
+                    door=door.bwrap_args() if door is not None else (),
+                ),
                 cwd=cwd,
                 env=environment,
                 start_new_session=True,

@@ -49,7 +49,7 @@ from baton.config import VERSION
 from baton.errors import AgentError
 from baton.gates.budget import LIMIT_SUBTYPES
 from baton.gates.kinds import PLAN_TOOL
-from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.netns import open_door
 from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
 
@@ -152,7 +152,7 @@ class ClaudeAgent:
         self._converter = ClaudeConverter(cwd)
         launch = self._launch
         network = launch.network if launch.sandbox is not None and launch.sandbox.network.isolated else None
-        door = NetnsDoor.fifos(launch.launch_dir) if network is not None else None
+        door = open_door(launch.launch_dir) if network is not None else None
         cli_path = write_launch_files(
             launch.launch_dir,
             binary=launch.binary,

@@ -43,7 +43,7 @@ from types import FrameType
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
-from baton.sandbox.netns import NetnsDoor
+from baton.sandbox.netns import Door
 from baton.sandbox.plan import SandboxPlan
 
 __all__ = ["MALFORMED_PREFIX", "SDK_VARIABLES", "main", "write_launch_files"]
@@ -61,7 +61,7 @@ def write_launch_files(
     run_id: str,
     sandbox: SandboxPlan | None = None,
     cwd: Path,
-    door: NetnsDoor | None = None,
+    door: Door | None = None,
 ) -> Path:
     """Write the launch file and the executable ``cli_path`` script; return the script's path.
     ``door``: the FIFOs through which the sandbox's bubblewrap waits for its network (netns.py)."""
@@ -77,7 +77,7 @@ def write_launch_files(
     return script
 
 
-def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path, door: NetnsDoor | None) -> list[str]:
+def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path, door: Door | None) -> list[str]:
     """The script's command line (shell words): setsid, the sandbox, this module."""
     words: list[str] = []
     setsid = shutil.which("setsid")
@@ -93,8 +93,10 @@ def _script_command(launch_file: Path, sandbox: SandboxPlan | None, cwd: Path, d
         # this very baton (which may come from PYTHONPATH, not the installed one)
         words += ["--setenv", "PYTHONPATH", shlex.quote(str(Path(__file__).resolve().parents[3]))]
         words.append("--")
-    module = ["-P", "-m", "baton.agents.claude.launcher", shlex.quote(str(launch_file))]
-    return [*words, shlex.quote(sys.executable), *module]
+    command = [sys.executable, "-P", "-m", "baton.agents.claude.launcher", str(launch_file)]
+    if door is not None and sandbox is not None and sandbox.contained:
+        command = door.command(command)  # the program that makes the namespace's sockets first, if any
+    return [*words, *(shlex.quote(word) for word in command)]
 
 
 def _die_with_parent() -> None:
