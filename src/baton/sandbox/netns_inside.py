@@ -13,6 +13,8 @@ import os
 import socket
 import sys
 
+__all__ = ["main"]
+
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":

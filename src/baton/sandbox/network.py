@@ -113,9 +113,14 @@ class SandboxNetwork:
         model_sock, proxy_sock = await door.listen([MODEL_PORT, PROXY_PORT])
         model = ModelProxy(self.upstream, sock=model_sock, placeholder=self.placeholder, observer=self.observer)
         connect = ConnectProxy(self.plan.allow, report=self._report, sock=proxy_sock)
-        for proxy in (model, connect):
-            self._proxies.append(proxy)
-            await proxy.start()
+        try:
+            for proxy in (model, connect):
+                self._proxies.append(proxy)
+                await proxy.start()
+        except BaseException:
+            model_sock.close()  # a proxy not started yet never owned its socket
+            proxy_sock.close()
+            raise
 
     @contextlib.asynccontextmanager
     async def serving(self, door: Door) -> AsyncIterator[None]:
