@@ -73,6 +73,11 @@ def _moment_reached(
         return count(database, "SELECT COUNT(*) FROM gates WHERE status = 'pending'") > 0
     if trial.moment == "stream":
         return any(request.step == 3 for request in list(server.requests)[first_request:])
+    return command_sleeping(run_id)
+
+
+def command_sleeping(run_id: str) -> bool:
+    """Whether one of the run's processes is the ``sleep`` its command started."""
     for pid in run_process_ids(run_id):
         try:
             if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"sleep"):

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from tests.cli._baton_cli import baton_command, cli_environment
 from tests.conftest import make_git_repo
+from tests.runs.test_contained_kill import command_sleeping
 
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.sandbox.bwrap import containment
@@ -27,16 +28,6 @@ pytestmark = [
     pytest.mark.skipif(not containment().available, reason="bubblewrap cannot contain here"),
 ]
 MODEL_KEY = "sk-ant-kill-serve-0123456789"
-
-
-def _sleeping(run_id: str) -> bool:
-    for pid in run_process_ids(run_id):
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"sleep"):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["server-alone", "process-group"])
@@ -70,9 +61,9 @@ def test_a_killed_server_takes_its_runs_agents_with_it(tmp_path: Path, group: bo
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
             deadline = time.monotonic() + 90
-            while not _sleeping(run_id) and time.monotonic() < deadline and server.poll() is None:
+            while not command_sleeping(run_id) and time.monotonic() < deadline and server.poll() is None:
                 time.sleep(0.02)
-            assert _sleeping(run_id), "the run's command never started"
+            assert command_sleeping(run_id), "the run's command never started"
             asked = len(model.requests)
             if group:
                 os.killpg(server.pid, signal.SIGKILL)
