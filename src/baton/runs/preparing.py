@@ -16,10 +16,11 @@ from baton.acp.host import AskHuman
 from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
 from baton.agents.registry import AGENTS, AgentEntry
-from baton.config import Settings
+from baton.config import McpServerConfig, Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.mcp import repository_mcp_servers, resolve_mcp_servers
 from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
@@ -36,7 +37,9 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.runs.workspacing import discarded, made_workspace, recreated_workspace, setup_of
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
-from baton.workspaces.record import WorkspaceRecord
+from baton.store.redact import MIN_SECRET_LENGTH
+from baton.workspaces.create import is_trusted_repository
+from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
 
 if TYPE_CHECKING:
@@ -105,7 +108,29 @@ class Preparer:
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
-        return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+        return self._with_model(
+            record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record), record=record
+        )
+
+    def mcp_servers(self, spec: RunSpec, source_repo: str | None = None) -> tuple[McpServerConfig, ...]:
+        """The run's MCP servers (baton.mcp.servers): configured ones, those its entries define,
+        and those the repository commits when the configuration trusts it (``source_repo``: the
+        user's repository a worktree or clone was made from)."""
+        if not spec.mcp:
+            return ()
+        configured = list(self.settings.mcp_servers)
+        repo = Path(spec.repo).resolve()
+        if is_trusted_repository(self.settings, source_repo or str(repo)):
+            names = {server.name for server in configured}
+            configured += [server for server in repository_mcp_servers(repo) if server.name not in names]
+        servers = resolve_mcp_servers(spec.mcp, configured)
+        for (
+            server
+        ) in servers:  # a server's env and headers never reach the log (a value too short to be a secret aside)
+            for secret in server.secrets():
+                if len(secret) >= MIN_SECRET_LENGTH:
+                    self.launcher.redactor.add(secret)
+        return servers
 
     def _with_model(
         self,
@@ -116,12 +141,19 @@ class Preparer:
         ask_human: AskHuman | None,
         *,
         setup: WorkspaceSetup | None = None,
+        record: RunRecord | None = None,
     ) -> RunExecution:
         """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
         model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
         keep_journal(model, self.settings, run_id)  # what a resume of a replayed run skips
         execution = self._execution(
-            run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source, setup=setup
+            run_id,
+            spec,
+            launch.start(run_id, spec),
+            ask_human,
+            model_source=launch.source,
+            setup=setup,
+            mcp=self.mcp_servers(spec, _source_repo(record)),
         )
         execution.run_model = model
         return execution
@@ -205,6 +237,7 @@ class Preparer:
             resumed_from=plan.resumed_from,
             restore=None if launch.in_process else plan.restore,
             model_source=launch.source,
+            mcp=self.mcp_servers(plan.spec, _source_repo(record)),
         )
         if launch.in_process and plan.resume_session_id is not None:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch)
@@ -234,7 +267,9 @@ class Preparer:
                 exclusive=holds_workspace,
             ):
                 raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-            return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+            return self._with_model(
+                record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record), record=record
+            )
         except BaseException:
             await model.aclose()
             raise
@@ -249,6 +284,7 @@ class Preparer:
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         check_run_sandbox(self.settings, spec)
+        self.mcp_servers(spec)  # a name no configuration defines: refused before anything is recorded
         return entry, Gatekeeper(policy, repo.resolve())
 
     async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
@@ -284,6 +320,7 @@ class Preparer:
         restore: AgentRestore | None = None,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        mcp: tuple[McpServerConfig, ...] = (),
     ) -> RunExecution:
         self.log.open_run(run_id)
         return RunExecution(
@@ -307,6 +344,8 @@ class Preparer:
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
             gate_expiry_seconds=self.settings.gate_expiry_seconds,
+            mcp_servers=mcp,
+            mcp_stderr_dir=self.settings.run_dir(run_id),
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -316,6 +355,12 @@ class Preparer:
                 store=self.store,
             ),
         )
+
+
+def _source_repo(record: RunRecord | None) -> str | None:
+    """The user's repository a run's worktree or clone was made from (None: it works in place)."""
+    workspace = workspace_of(record.request) if record is not None else None
+    return workspace.repo if workspace is not None else None
 
 
 def _requested_source(record: RunRecord) -> Any:

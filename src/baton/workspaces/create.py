@@ -29,7 +29,15 @@ from baton.workspaces.worktree import (
     resolve_commit,
 )
 
-__all__ = ["WorkspacePlan", "discard_workspace", "make_workspace", "plan_workspace", "recreate_workspace", "setup_step"]
+__all__ = [
+    "WorkspacePlan",
+    "discard_workspace",
+    "is_trusted_repository",
+    "make_workspace",
+    "plan_workspace",
+    "recreate_workspace",
+    "setup_step",
+]
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,12 @@ def setup_step(settings: Settings, record: WorkspaceRecord, run_id: str) -> tupl
     if not _trusted(settings, record.repo):
         return None, f"{SETUP_FILE} not run: {record.repo} is not a trusted repository ([workspace] trusted)"
     return SetupStep(cwd, "trusted", script=script, env=env), None
+
+
+def is_trusted_repository(settings: Settings, repo: str) -> bool:
+    """Whether the configuration trusts ``repo`` (``[workspace] trusted``: its ``.baton/setup``
+    runs, its committed MCP servers may be used)."""
+    return _trusted(settings, repo)
 
 
 def _trusted(settings: Settings, repo: str) -> bool:
