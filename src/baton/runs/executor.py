@@ -397,6 +397,7 @@ class RunExecution:
                 self._gates,
                 on_mode=self._mode_from_gate,
             )
+            host.mcp_servers = frozenset(server.name for server in self._mcp_servers)
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)
