@@ -20,7 +20,7 @@ SERVER = Path(__file__).with_name("mcp_test_server.py")
 AGENT = Path(__file__).with_name("mcp_acp_agent.py")
 
 
-def test_server(name: str = "t", *, timeout_seconds: float = 60.0) -> McpServerConfig:
+def mcp_test_config(name: str = "t", *, timeout_seconds: float = 60.0) -> McpServerConfig:
     """The test MCP server as baton's configuration names it, its token in its own environment."""
     return McpServerConfig(
         name=name,
@@ -68,7 +68,7 @@ def mcp_settings(settings: Settings) -> Settings:
     """Settings whose configuration names the test server ``t`` (and ``slow``: 1 s to answer)."""
     return replace(
         settings,
-        mcp_servers=(test_server(), test_server("slow", timeout_seconds=1.0)),
+        mcp_servers=(mcp_test_config(), mcp_test_config("slow", timeout_seconds=1.0)),
         openai_api_key="sk-scripted-openai-key-0123456789abcdef",
         agent_start_timeout_seconds=20.0,
         gate_grace_seconds=30.0,

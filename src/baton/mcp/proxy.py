@@ -142,7 +142,11 @@ class McpProxy:
         try:
             await ready
         except BaseException:
-            await self.aclose()
+            owner, self._owner = self._owner, None
+            self._stop.set()
+            owner.cancel()  # still connecting, perhaps: it watches no stop yet
+            with contextlib.suppress(BaseException):
+                await owner
             raise
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
@@ -171,8 +175,9 @@ class McpProxy:
                 sock.bind(("127.0.0.1", 0))
                 self.port = sock.getsockname()[1]
                 await self._listen(sock)
-                ready.set_result(None)
-                await self._stop.wait()
+                if not ready.done():  # else start() gave up meanwhile
+                    ready.set_result(None)
+                    await self._stop.wait()
                 await self._close_http()
         except BaseException as exc:
             if not ready.done():
@@ -180,6 +185,7 @@ class McpProxy:
             elif not isinstance(exc, asyncio.CancelledError | GeneratorExit):
                 _log.exception("the MCP proxy failed")
         finally:
+            await self._close_http()  # what a failure or a cancel left listening
             for errlog in self._errlogs:
                 errlog.close()
 
@@ -228,7 +234,7 @@ class McpProxy:
             server.should_exit = True
         for _server, task in servers:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(task, 5.0)
+                await asyncio.wait_for(task, 5.0)  # cancelled when it takes longer
 
     async def aclose(self) -> None:
         self._stop.set()
