@@ -202,6 +202,8 @@ class McpProxy:
     async def _listen(self, sock: socket.socket) -> None:
         """Serve the app on ``sock`` (uvicorn in this loop: started here, its main loop a task)."""
         assert self._app is not None
+        if sock.family in (socket.AF_INET, socket.AF_INET6):  # answers in several writes: no Nagle wait
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.listen(64)
         sock.setblocking(False)
         config = uvicorn.Config(self._app, lifespan="off", access_log=False, log_level="warning", ws="none")
