@@ -24,7 +24,7 @@ from tests.agents.conftest import ANTHROPIC_KEY, GEMINI_KEY, OPENAI_KEY, Finishe
 from tests.conftest import make_git_repo
 
 from baton.config import Settings
-from baton.runs import RunSpec
+from baton.runs import Baton, RunSpec
 from baton.testing import ScriptedModelServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -159,3 +159,25 @@ async def test_an_untrusted_repository_s_instructions_reach_no_model(
     assert note["files"] == [] and note["commit"] == _head(repo)
     assert [item["path"] for item in note["ignored"]] == list(FILES[agent])
     assert all("is not a trusted repository" in item["reason"] for item in note["ignored"])
+
+
+@pytest.mark.claude
+async def test_a_resumed_claude_is_given_them_again_from_the_same_base_commit(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, committed, edited = _repository(tmp_path / "repo")
+    trusted = replace(settings, workspace_trusted=(str(repo),))
+    with scripted(trusted, "claude", monkeypatch) as (configured, server):
+        async with Baton(configured) as baton:
+            first = await baton.run(_spec("claude", repo))
+            before = len(server.requests)
+            handle = await baton.resume(first.run_id, "Once more.")
+            outcome = await handle.wait()
+            entries = await baton.log.read(handle.run_id)
+        sent = "\n".join(json.dumps(request.body) for request in server.requests[before:])
+    assert first.status == "finished" and outcome.status == "finished", outcome
+    assert handle.run_id != first.run_id
+    assert _canaries(committed["CLAUDE.md"]) <= _canaries(sent) and edited not in sent
+    [note] = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/instructions"]
+    assert [item["path"] for item in note["files"]] == ["CLAUDE.md", "AGENTS.md"]
+    assert note["commit"] == _head(repo)

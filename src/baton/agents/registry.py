@@ -168,6 +168,7 @@ class AgentEntry:
             ],
             "tools": dict(self.tool_names),
             "applies_edits": self.applies_edits,
+            "instruction_files": list(self.instruction_files),
         }
 
 
