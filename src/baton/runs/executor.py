@@ -110,11 +110,13 @@ class RunExecution:
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        instructions: dict[str, Any] | None = None,
         telemetry: Telemetry | None = None,
         results: Results | None = None,
     ) -> None:
         self.run_id = run_id
         self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
+        self._instructions = instructions  # the ``_baton/instructions`` note: what the agent was given
         self._results = results  # the branch the run leaves at its end (baton.results)
         self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
         self._run_telemetry: RunTelemetry | None = None
@@ -215,6 +217,8 @@ class RunExecution:
             self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
+        if self._instructions is not None:  # the repository's instructions (docs/agents.md)
+            self._note("instructions", self._instructions)
         network = self._agent.network
         if network is not None:  # every connection its allow-list proxy sees; its model requests as spans
             network.report_to(lambda decision: self._note("net", decision.to_dict()))
