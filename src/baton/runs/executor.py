@@ -232,12 +232,14 @@ class RunExecution:
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._close_network())
             await asyncio.shield(self._close_model(outcome))
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
             code = exc.code if isinstance(exc, AgentError | WorkspaceError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        await self._close_network()
         outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
         return outcome
@@ -251,6 +253,12 @@ class RunExecution:
             await run_setup(
                 step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
             )
+
+    async def _close_network(self) -> None:
+        """End the sandbox network's proxies (the agent closes them when it ends; a run whose
+        setup step failed never started its agent, and its setup's proxies still listen)."""
+        if self._agent.network is not None:
+            await self._agent.network.aclose()
 
     async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
         """Close the run's own model (the cassette is whole then); a replay that met a request
