@@ -90,6 +90,9 @@ class ClaudeLaunch:
     sandbox: SandboxPlan | None = None
     # The sandbox's own network (baton serves its model and allow-list proxies), when isolated.
     network: SandboxNetwork | None = None
+    # The repository's instructions (baton.workspaces.instructions), appended to Claude Code's
+    # system prompt; Claude Code reads no CLAUDE.md itself (setting_sources=[]).
+    instructions: str | None = None
 
 
 class ClaudeAgent:
@@ -175,7 +178,7 @@ class ClaudeAgent:
             mcp_servers=_claude_mcp_servers(mcp_servers),  # only the run's (baton's proxy), never a settings file's
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=_system_prompt(launch.instructions),
             hooks={
                 "PreToolUse": [
                     HookMatcher(matcher=None, hooks=[self._pre_tool_use], timeout=launch.hook_timeout_seconds)
@@ -488,3 +491,10 @@ def _claude_mcp_servers(servers: Any) -> dict[str, Any]:
         headers = {str(h["name"]): str(h["value"]) for h in data.get("headers") or []}
         found[str(data["name"])] = {"type": "http", "url": data["url"], **({"headers": headers} if headers else {})}
     return found
+
+
+def _system_prompt(instructions: str | None) -> Any:
+    """Claude Code's own system prompt, with the repository's instructions after it."""
+    if not instructions:
+        return {"type": "preset", "preset": "claude_code"}
+    return {"type": "preset", "preset": "claude_code", "append": instructions}
