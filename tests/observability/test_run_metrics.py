@@ -54,7 +54,10 @@ async def test_running_gates_tool_calls_and_failures_are_counted(settings: Setti
         handle = await baton.start(spec(repo, "ask"))
         ledger = GateLedger(baton.store)
         async with asyncio.timeout(30):
-            while not (pending := [g for g in await ledger.list(run_id=handle.run_id) if g.status == "pending"]):
+            while True:
+                pending = [g for g in await ledger.list(run_id=handle.run_id) if g.status == "pending"]
+                if pending:
+                    break
                 await asyncio.sleep(0.02)
         await baton.log.flush()
         waiting = samples(baton)

@@ -48,6 +48,7 @@ __all__ = ["LogWriteError", "SessionLog"]
 
 _PAGE: Final = 1000
 _log = logging.getLogger(__name__)
+_NO_TEXTS: Final[list[str]] = []  # never appended to (SessionLog._committed)
 
 
 class LogWriteError(StorageError):
@@ -304,8 +305,10 @@ class SessionLog:
     def _committed(self, batch: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
         observer = self._on_commit
-        observed: list[LogEntry] | None = [] if observer is not None else None
-        texts: list[str] = []
+        observed: list[LogEntry] | None = None
+        texts = _NO_TEXTS  # nothing is built for an observer that is not there
+        if observer is not None:
+            observed, texts = [], []
         for row, run, payload in batch:
             seq = row[1]
             run.committed = seq
