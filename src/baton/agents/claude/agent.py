@@ -27,6 +27,7 @@ from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -143,7 +144,10 @@ class ClaudeAgent:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
-                load_session=False, prompt_capabilities=PromptCapabilities(image=False, embedded_context=True)
+                load_session=False,
+                prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                # The run's MCP servers, as baton's proxy endpoints: handed to Claude Code (SDK mcp_servers).
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=VERSION),
         )
@@ -172,6 +176,7 @@ class ClaudeAgent:
             model=launch.model,
             session_id=session_id,
             setting_sources=[],
+            mcp_servers=_claude_mcp_servers(mcp_servers),  # only the run's (baton's proxy), never a settings file's
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
             system_prompt=_system_prompt(launch.instructions),
@@ -476,6 +481,19 @@ class InProcessClaude:
                 await self._connection.close()
         if self.network is not None:
             await self.network.aclose()
+
+
+def _claude_mcp_servers(servers: Any) -> dict[str, Any]:
+    """ACP's ``mcpServers`` of ``session/new`` (baton's proxy endpoints, HTTP) as the SDK's
+    ``mcp_servers``; anything but an HTTP server is refused (baton hands no other kind)."""
+    found: dict[str, Any] = {}
+    for server in servers or []:
+        data = server.model_dump(by_alias=True) if hasattr(server, "model_dump") else dict(server)
+        if data.get("type") != "http" or not isinstance(data.get("url"), str):
+            raise RequestError.invalid_params({"message": f"baton's Claude takes HTTP MCP servers only: {data}"})
+        headers = {str(h["name"]): str(h["value"]) for h in data.get("headers") or []}
+        found[str(data["name"])] = {"type": "http", "url": data["url"], **({"headers": headers} if headers else {})}
+    return found
 
 
 def _system_prompt(instructions: str | None) -> Any:
