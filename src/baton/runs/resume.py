@@ -26,6 +26,7 @@ from typing import Any, Final, TypeVar
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.replay import AgentRestore
+from baton.acp.wire import decode_json
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
@@ -508,7 +509,7 @@ def _holds_a_conversation(transcript: Path) -> bool:
     with transcript.open("rb") as lines:
         for line in lines:
             try:
-                record = json.loads(line)
+                record = decode_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("type") in ("user", "assistant"):
