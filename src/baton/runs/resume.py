@@ -63,7 +63,7 @@ RESUME_MARKER: Final = "[baton:resume]"
 DEFAULT_CONTEXT_TOKENS: Final = 50_000
 RESULT_CHARS: Final = 4_000  # a longer tool result (or input) keeps its first and last halves
 _SUMMARY_CHARS: Final = 200
-_PAGE: Final = 10_000
+_PAGE: Final = 5_000  # entries read at once (peak of a 200k-entry rebuild: 42 MB; 10,000 took 53 MB)
 CHECKPOINT_ENTRIES: Final = 1_000
 # What a stored conversation keeps: twice what a default rebuilt context can hold.
 STATE_CHARS: Final = 8 * DEFAULT_CONTEXT_TOKENS
