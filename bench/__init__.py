@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 __all__ = ["MODULES", "Metric", "median_seconds"]
 
@@ -48,6 +48,9 @@ class Metric(TypedDict):
     target: float
     better: Literal["higher", "lower"]
     reference: float | None
+    # True: ``reference`` was measured in this run on the same inputs (bench/_reference.py);
+    # False (the default :mod:`bench.__main__` writes): a fixed figure from a note.
+    reference_measured: NotRequired[bool]
 
 
 def median_seconds(
