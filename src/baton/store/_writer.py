@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Final, Protocol, cast
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, case, func, null, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
@@ -42,18 +42,19 @@ __all__ = [
     "run_position",
 ]
 
-# (run_key, seq, ts, direction, method, payload JSON text): one log_entries row.
-Row = tuple[int, int, str, Direction, str | None, str]
-# (seq, ts, direction, method, payload JSON text): a committed entry as read, payload not decoded.
-StoredRow = tuple[int, str, str, str | None, str]
+# (run_key, seq, ts, direction, method, payload JSON text, chunk text): one log_entries row.
+Row = tuple[int, int, str, Direction, str | None, str, str | None]
+# (seq, ts, direction, method, payload JSON text or None, chunk text): a committed entry as read,
+# payload not decoded (None: an agent chunk read for the conversation, its text is enough).
+StoredRow = tuple[int, str, str, str | None, str | None, str | None]
 # The row, its run, and the redacted payload subscribers see once it is committed.
 Queued = tuple[Row, RunLog, dict[str, Any]]
 
-_TEMPLATE_SIZES: Final = (1000, 100, 10, 1)  # 6 columns x 1000 rows < SQLite's 32766 variables
+_TEMPLATE_SIZES: Final = (1000, 100, 10, 1)  # 7 columns x 1000 rows < SQLite's 32766 variables
 _RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
-_COLUMNS: Final = "run_key, seq, ts, direction, method, payload"
+_COLUMNS: Final = "run_key, seq, ts, direction, method, payload, chunk_text"
 _INCOMING: Final = "baton_log_incoming"
-_COPY_TYPES: Final = ["int4", "int4", "text", "text", "text", "text"]
+_COPY_TYPES: Final = ["int4", "int4", "text", "text", "text", "text", "text"]
 
 
 class _Inserter(Protocol):
@@ -65,7 +66,7 @@ class _MultiRowInsert:
 
     def __init__(self, engine: Engine) -> None:
         mark = "?" if engine.dialect.paramstyle == "qmark" else "%s"
-        row = "(" + ",".join([mark] * 6) + ")"
+        row = "(" + ",".join([mark] * 7) + ")"
         head = f"INSERT INTO log_entries ({_COLUMNS}) VALUES "
         self._templates = {size: head + ",".join([row] * size) + " ON CONFLICT DO NOTHING" for size in _TEMPLATE_SIZES}
 
@@ -252,23 +253,39 @@ class StoredEntries:
     def __iter__(self) -> Iterator[LogEntry]:
         run_id = self._run_id
         loads = decode_json
-        for seq, ts, direction, method, payload in self._rows:
+        for seq, ts, direction, method, payload, text in self._rows:
             yield {
                 "run_id": run_id,
                 "seq": seq,
                 "ts": ts,
                 "direction": cast(Direction, direction),
                 "method": method,
-                "payload": loads(payload),
+                "payload": loads(payload)
+                if payload is not None
+                else {"params": {"update": {"sessionUpdate": "agent_message_chunk", "content": {"text": text}}}},
             }
 
 
 def read_stored(
-    engine: Engine, run_id: str, run_key: int, after: int, until: int | None, limit: int | None = None
+    engine: Engine,
+    run_id: str,
+    run_key: int,
+    after: int,
+    until: int | None,
+    limit: int | None = None,
+    *,
+    chunks_as_text: bool = False,
 ) -> StoredEntries:
-    """Committed entries with ``after < seq <= until``, in seq order, not decoded yet."""
+    """Committed entries with ``after < seq <= until``, in seq order, not decoded yet.
+
+    ``chunks_as_text``: an agent chunk with a ``chunk_text`` gets the payload the conversation
+    reads of it (``params.update.sessionUpdate`` and ``content.text``) instead of its own,
+    which is then not even selected.
+    """
     columns = log_entries.c
-    query = select(columns.seq, columns.ts, columns.direction, columns.method, columns.payload).where(
+    payload = case((columns.chunk_text.is_(None), columns.payload)) if chunks_as_text else columns.payload
+    text = columns.chunk_text if chunks_as_text else null()
+    query = select(columns.seq, columns.ts, columns.direction, columns.method, payload, text).where(
         columns.run_key == run_key, columns.seq > after
     )
     if until is not None:
@@ -283,7 +300,7 @@ def read_entries(
     engine: Engine, run_id: str, run_key: int, after: int, until: int | None, limit: int | None = None
 ) -> list[LogEntry]:
     """Committed entries with ``after < seq <= until``, in seq order."""
-    return list(read_stored(engine, run_id, run_key, after, until, limit))
+    return list(read_stored(engine, run_id, run_key, after, until, limit))  # every payload whole
 
 
 def last_params(engine: Engine, run_key: int, method: str) -> dict[str, Any] | None:
