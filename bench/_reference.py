@@ -81,10 +81,11 @@ def measure(unit: str, log: bytes, *, runs: int = 5) -> float:
         file.flush()
         done = subprocess.run(
             [node, "--expose-gc", str(REFERENCE / "run.mjs"), unit, file.name, str(runs)],
-            check=True,
             capture_output=True,
             text=True,
             cwd=REFERENCE,
         )
+    if done.returncode != 0:
+        raise RuntimeError(f"the reference's {unit} failed (exit {done.returncode}): {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return float(result["median_ms"]) / 1000
