@@ -50,7 +50,7 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     # The repository's instruction files each is given (docs/agents.md "Repository instructions").
     assert {name: agent["instruction_files"] for name, agent in agents.items()} == {
         "claude": ["CLAUDE.md", "AGENTS.md"], "codex": ["AGENTS.md"], "claude-acp": ["CLAUDE.md", "AGENTS.md"],
-        "gemini": ["GEMINI.md", "AGENTS.md"], "opencode": ["AGENTS.md"],
+        "gemini": ["GEMINI.md", "AGENTS.md"], "opencode": ["AGENTS.md"], "qwen": ["QWEN.md", "AGENTS.md"],
     }  # fmt: skip
 
 

@@ -9,6 +9,12 @@ Claude Code's names: ``Read`` covers ``read_file``, ``grep_search``, ``glob``,
 ``list_directory``; ``Edit`` covers ``edit``, ``write_file``, ``notebook_edit``; ``Bash`` the
 shell). ``ask`` rules take precedence over Qwen Code's own allow decisions (read-only tools,
 commands it calls read-only).
+
+The same file is its *system* settings too (``QWEN_CODE_SYSTEM_SETTINGS_PATH``), the tier above a
+repository's ``.qwen/settings.json``, so a repository cannot change them. Its context file name
+(``context.fileName``) is one of the run's own, ``baton-instructions-<run>.md``: Qwen Code reads no
+``QWEN.md``/``AGENTS.md`` of the working tree, and the repository's instructions (from the base
+commit) are its global memory, ``~/.qwen/<that name>``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ __all__ = [
     "DEFAULT_QWEN_MODEL",
     "QWEN_TOOLS",
     "QwenSetting",
+    "instructions_file_name",
     "qwen_command",
     "qwen_settings",
     "qwen_tool_name",
@@ -82,7 +89,14 @@ class QwenSetting:
     ask_every_tool: bool
 
 
-def qwen_settings(setting: QwenSetting, model: str | None, max_retries: int | None = None) -> dict[str, Any]:
+def instructions_file_name(run_id: str) -> str:
+    """The run's context file name: no repository holds it, so Qwen Code reads none of theirs."""
+    return f"baton-instructions-{run_id}.md"
+
+
+def qwen_settings(
+    setting: QwenSetting, model: str | None, max_retries: int | None = None, context_file: str = "QWEN.md"
+) -> dict[str, Any]:
     model_settings: dict[str, Any] = {"name": model or DEFAULT_QWEN_MODEL}
     if max_retries is not None:
         model_settings["generationConfig"] = {"maxRetries": max_retries}
@@ -93,6 +107,7 @@ def qwen_settings(setting: QwenSetting, model: str | None, max_retries: int | No
         "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "checkpointing": {"enabled": False}},
         "tools": {"approvalMode": setting.mode},
+        "context": {"fileName": context_file},
     }
     if setting.ask_every_tool:
         settings["permissions"] = {"ask": list(ASK_EVERY_TOOL)}
@@ -114,9 +129,15 @@ def qwen_command(context: LaunchContext, executable: Path) -> AgentCommand:
     node = node_program(context, "qwen")
     home = context.agent_home
     (home / ".qwen").mkdir(parents=True, exist_ok=True)
-    (home / ".qwen" / "settings.json").write_text(
-        json.dumps(qwen_settings(setting, context.model, context.max_retries), indent=1) + "\n"
-    )
+    context_file = instructions_file_name(context.run_id)
+    settings = qwen_settings(setting, context.model, context.max_retries, context_file)
+    settings_file = home / ".qwen" / "settings.json"
+    settings_file.write_text(json.dumps(settings, indent=1) + "\n")
+    memory = home / ".qwen" / context_file
+    if context.instructions is not None:
+        memory.write_text(context.instructions)
+    else:
+        memory.unlink(missing_ok=True)
     (home / "tmp").mkdir(exist_ok=True)
     url = (context.base_url or DEFAULT_OPENAI_BASE_URL).rstrip("/")
     if not url.endswith("/v1"):
@@ -129,6 +150,7 @@ def qwen_command(context: LaunchContext, executable: Path) -> AgentCommand:
             "OPENAI_API_KEY": context.api_key,
             "OPENAI_BASE_URL": url,
             "OPENAI_MODEL": context.model or DEFAULT_QWEN_MODEL,
+            "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(settings_file),
             "NO_COLOR": "1",
             RUN_ID_VARIABLE: context.run_id,
         }

@@ -670,11 +670,13 @@ QWEN = AgentEntry(
     command=(_qwen_script(),),
     env_recipe=(
         "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME = the run's agent home, TMPDIR inside it; "
-        "OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL; NO_COLOR; BATON_RUN_ID"
+        "OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL; QWEN_CODE_SYSTEM_SETTINGS_PATH; NO_COLOR; BATON_RUN_ID"
     ),
     config_recipe=(
         "HOME/.qwen/settings.json: openai auth (Chat Completions), the model, statistics, telemetry, updates and "
-        "checkpointing off, tools.approvalMode, permissions.ask for ask-all; `--acp --auth-type openai`; "
+        "checkpointing off, tools.approvalMode, permissions.ask for ask-all, context.fileName = the run's own "
+        "(no QWEN.md/AGENTS.md of the working tree), also as the system settings (QWEN_CODE_SYSTEM_SETTINGS_PATH); "
+        "HOME/.qwen/<that name> = the repository's instructions; `--acp --auth-type openai`; "
         "session/set_mode after session/new"
     ),
     tool_names=QWEN_TOOLS,
@@ -683,6 +685,7 @@ QWEN = AgentEntry(
     tool_calls=qwen_tool_calls,
     launch=qwen_command,
     annotation=qwen_annotation,
+    instruction_files=("QWEN.md", "AGENTS.md"),
 )
 
 AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE, QWEN)}
