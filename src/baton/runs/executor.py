@@ -323,7 +323,9 @@ class RunExecution:
 
     async def _converse(self, cwd: str) -> RunOutcome:
         try:
-            transport = await self._agent.start()
+            # An agent that traces joins the run's trace (W3C TRACEPARENT, docs/observability.md).
+            environment = self._run_telemetry.environment() if self._run_telemetry is not None else None
+            transport = await self._agent.start(environment=environment)
             if self._entry is not None:
                 transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log

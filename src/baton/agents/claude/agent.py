@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -99,6 +99,7 @@ class ClaudeAgent:
 
     def __init__(self, launch: ClaudeLaunch) -> None:
         self._launch = launch
+        self.environment: dict[str, str] = {}  # added to Claude Code's (InProcessClaude.start)
         self._conn: Any = None
         self._client: ClaudeSDKClient | None = None
         self._converter: ClaudeConverter | None = None
@@ -159,7 +160,7 @@ class ClaudeAgent:
         cli_path = write_launch_files(
             launch.launch_dir,
             binary=launch.binary,
-            env=launch.env,
+            env={**launch.env, **self.environment},
             run_id=launch.run_id,
             sandbox=launch.sandbox,
             cwd=Path(cwd),
@@ -460,7 +461,9 @@ class InProcessClaude:
         self.sandbox = launch.sandbox
         self.network = launch.network
 
-    async def start(self) -> Transport:
+    async def start(self, *, environment: Mapping[str, str] | None = None) -> Transport:
+        if environment:  # Claude Code starts with the session: its environment gets these then
+            self._agent.environment.update(environment)
         agent_end, host_end = memory_transport_pair()
         self._connection = AgentSideConnection(cast(Any, self._agent), agent_end)
         return host_end
