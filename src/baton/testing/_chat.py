@@ -11,7 +11,9 @@ them (docs/scenarios.md): the first of the candidate names below that is among t
 - ``Read {file_path}`` → ``read_file {file_path}``;
 - ``Write {file_path, content}`` → ``write_file {file_path, content}``;
 - ``Edit {file_path, old_string, new_string}`` → ``edit`` (Qwen Code) or ``replace``;
-- ``Glob`` / ``Grep {pattern, path}`` → ``glob`` / ``grep_search``.
+- ``Glob`` / ``Grep {pattern, path}`` → ``glob`` / ``grep_search``;
+
+a mapped call keeps only the arguments the offered function declares (``parameters.properties``).
 
 A user message's text parts that are the agent's own context (``<system-reminder>`` …) are
 not prompts; the working directory is read from the context ("working in the directory: …").
@@ -80,12 +82,13 @@ def _typed(content: Any) -> str:
     return "\n".join(part for part in _parts(content) if not any(marker in part for marker in _CONTEXT_MARKERS))
 
 
-def _offered(body: dict[str, Any]) -> set[str]:
-    names = set()
+def _offered(body: dict[str, Any]) -> dict[str, Any]:
+    """The offered functions by name, each with its ``parameters`` schema."""
+    names: dict[str, Any] = {}
     for tool in body.get("tools") or []:
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.add(function["name"])
+            names[function["name"]] = function.get("parameters")
     return names
 
 
@@ -128,7 +131,7 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _function(block: ToolCall, offered: set[str]) -> tuple[str, dict[str, Any]]:
+def _function(block: ToolCall, offered: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     args = dict(block.input)
     name = next((candidate for candidate in _CANDIDATES.get(block.name, ()) if candidate in offered), block.name)
     if block.name == "Bash":
@@ -141,6 +144,11 @@ def _function(block: ToolCall, offered: set[str]) -> tuple[str, dict[str, Any]]:
         args = {key: args.get(key) for key in ("file_path", "old_string", "new_string")}
     elif block.name in ("Glob", "Grep") and name != block.name:
         args = {key: args[key] for key in ("pattern", "path", "glob") if key in args}
+    schema = offered.get(name)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and properties and name != block.name:
+        # A mapped call keeps only what the function declares (Vibe's bash takes no description).
+        args = {key: value for key, value in args.items() if key in properties}
     return name, args
 
 
