@@ -190,7 +190,7 @@ class Projector:
             title = tool_call.get("title")
             proposed = baton.get("input") if isinstance(baton.get("input"), dict) else tool_call.get("rawInput")
             self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options, proposed)
-            self._tools.on_request(tool_call)
+            self._tools.on_request(tool_call, baton.get("command"))
             return []
         call_id, tool, title, options, proposed = self._permissions.pop(request_id, (None, None, None, {}, None))
         result = payload.get("result")
