@@ -103,12 +103,15 @@ async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp
     assert given.status == "finished" and skipped.status == "finished"
     setup = _notes(given_log, "_baton/setup")
     assert setup[0] == {"status": "started", "source": "option", "command": "echo given; touch made-by-setup"}
-    assert {"status": "output", "text": "given"} in setup and setup[-1] == {"status": "finished", "exit_code": 0}
+    assert {"status": "output", "text": "given"} in setup
+    assert setup[-1] == {"status": "finished", "exit_code": 0, "duration_ms": setup[-1]["duration_ms"]}
+    assert isinstance(setup[-1]["duration_ms"], int)
     methods = [entry["method"] for entry in given_log]
     assert methods.index("_baton/setup") < methods.index("session/prompt")  # before the agent's first turn
     assert (untrusted.workspace_dir(given.run_id) / "made-by-setup").is_file()
     [note] = _notes(skipped_log, "_baton/setup")
     assert note["status"] == "skipped" and "is not a trusted repository" in str(note["reason"])
+    assert "--setup CMD" in str(note["hint"]) and f'add "{repo.resolve()}" to trusted' in str(note["hint"])
 
     trusted = load_settings(tmp_path / "home-b", workspace_trusted=(str(repo),))
     async with Baton(trusted) as baton:
@@ -124,7 +127,7 @@ async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp
         failed = await baton.run(RunSpec(prompt="d.txt", repo=failing_repo, **WRITE))  # type: ignore[arg-type]
         failed_log = [dict(e) for e in await baton.log.read(failed.run_id)]
     assert failed.status == "failed" and failed.code == "workspace_setup_failed", failed
-    assert "exited 3" in str(failed.message) and "about to fail" in str(failed.message)
+    assert str(failed.message).startswith("the setup (.baton/setup) exited 3: about to fail"), failed.message
     assert _notes(failed_log, "_baton/setup")[-1]["status"] == "failed"
     assert not any(entry["method"] == "session/prompt" for entry in failed_log)  # the agent never got the task
 

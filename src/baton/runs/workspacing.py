@@ -25,7 +25,7 @@ from baton.workspaces.create import (
     setup_step,
 )
 from baton.workspaces.record import WorkspaceRecord, workspace_of
-from baton.workspaces.setup import WorkspaceSetup
+from baton.workspaces.setup import WorkspaceSetup, skipped_hint
 
 __all__ = ["discarded", "made_workspace", "recreated_workspace", "setup_of"]
 
@@ -62,7 +62,8 @@ def setup_of(settings: Settings, record: RunRecord) -> WorkspaceSetup | None:
     step, skipped = setup_step(settings, workspace, record.id)
     if step is None and skipped is None:
         return None
-    return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home")
+    hint = skipped_hint(workspace.repo, settings.home / "baton.toml") if skipped is not None else None
+    return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home", hint)
 
 
 async def recreated_workspace(settings: Settings, record: RunRecord) -> Path | None:
