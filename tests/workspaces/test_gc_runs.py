@@ -1,8 +1,9 @@
-"""``baton gc --runs``: retention for whole runs (and ``baton gc`` keeping a real run's unmerged branch). Real Claude Code runs on baton's scripted model
-(an in-place run and a worktree run, each with its log, snapshots and archives), real git: the
-ended runs older than ``--older-than`` (default ``[runs] retention``) go as ``baton rm`` removes
-them; one whose workspace holds an unmerged, unpushed branch stays unless ``--force``; a live
-run is never touched; ``--dry-run`` removes nothing; the branch itself is never deleted."""
+"""``baton gc --runs``: retention for whole runs, and ``baton gc`` keeping a real run's unmerged
+branch. Real Claude Code runs on baton's scripted model (an in-place run and a worktree run, each
+with its log, snapshots and archives), real git: the ended runs older than ``--older-than``
+(default ``[runs] retention``) go as ``baton rm`` removes them; one whose workspace holds an
+unmerged, unpushed branch stays unless ``--force``; a live run is never touched; ``--dry-run``
+removes nothing; the branch itself is never deleted."""
 
 from __future__ import annotations
 
