@@ -197,3 +197,41 @@ async def test_the_agent_commits_inside_its_worktree_under_the_sandbox(ws_settin
     workspace = ws_settings.workspace_dir(outcome.run_id)
     assert git(workspace, "log", "-1", "--format=%s") == "agent commit"
     assert fingerprint(repo) == before  # the commit's objects are shared; no ref of the user's moved
+
+
+@pytest.mark.slow(seconds=20)
+async def test_a_clone_by_url_pushes_its_branch_back_and_stores_the_hooks_pull_request(
+    tmp_path: Path, repo: Path
+) -> None:
+    bare = bare_clone(repo, tmp_path / "upstream.git")
+    calls = tmp_path / "gh-calls.txt"
+    gh = tmp_path / "gh"
+    gh.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s|%s|%s|%s|%s\\n" "$PWD" "$BATON_RUN_ID" "$BATON_BRANCH" "$BATON_BASE" "$BATON_REMOTE" >> {calls}\n'
+        'echo "Creating pull request for $BATON_BRANCH"\n'
+        'echo "https://example.invalid/pr/$BATON_BRANCH"\n'
+    )
+    gh.chmod(0o755)
+    settings = load_settings(tmp_path / "home", result_on_branch=f'{gh} pr create --head "$BATON_BRANCH"')
+    async with Baton(settings) as baton:
+        outcome = await baton.run(RunSpec(prompt="pr.txt", repo=Path(), repo_url=f"file://{bare}", **WRITE))  # type: ignore[arg-type]
+        shown = (await baton.store.get_run(outcome.run_id)).to_dict()
+        log = [dict(e) for e in await baton.log.read(outcome.run_id)]
+    assert outcome.status == "finished", outcome
+    workspace = shown["workspace"]
+    branch, clone = workspace["branch"], Path(workspace["path"])
+    assert workspace["kind"] == "clone" and branch == f"baton/{outcome.run_id[-8:]}"
+    # pushed back to the bare repository it was cloned from (the clone's origin is the URL)
+    assert git(bare, "rev-parse", f"refs/heads/{branch}") == workspace["head_commit"]
+    assert git(bare, "show", f"{branch}:pr.txt") == "written for pr.txt"
+    [pushed] = _notes(log, "_baton/branch_pushed")
+    assert pushed["branch"] == branch and pushed["remote"] == "origin"
+    # the hook ran in the clone, after the push, and its last line is the run's pull request
+    url = f"https://example.invalid/pr/{branch}"
+    assert workspace["pull_request_url"] == url
+    assert _notes(log, "_baton/pull_request") == [{"url": url, "branch": branch}]
+    [call] = calls.read_text().splitlines()
+    assert call == f"{clone}|{outcome.run_id}|{branch}|{workspace['base_commit']}|origin"
+    methods = [entry["method"] for entry in log]
+    assert methods.index("_baton/branch_pushed") < methods.index("_baton/pull_request") < len(methods) - 1
