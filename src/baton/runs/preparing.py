@@ -16,10 +16,11 @@ from baton.acp.host import AskHuman
 from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
 from baton.agents.registry import AGENTS, AgentEntry
-from baton.config import Settings
+from baton.config import McpServerConfig, Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.mcp import repository_mcp_servers, resolve_mcp_servers
 from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
@@ -33,11 +34,14 @@ from baton.runs.resumed_cassettes import bind_resumed, keep_journal, recording_o
 from baton.runs.sandboxing import check_run_sandbox
 from baton.runs.spec import RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
-from baton.runs.workspacing import discarded, made_workspace, recreated_workspace, setup_of
+from baton.runs.workspacing import discarded, instructions_of, made_workspace, recreated_workspace, setup_of
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
-from baton.workspaces.record import WorkspaceRecord
+from baton.store.redact import MIN_SECRET_LENGTH
+from baton.workspaces.instructions import RepoInstructions
+from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
+from baton.workspaces.trust import is_trusted
 
 if TYPE_CHECKING:
     from baton.observability import Telemetry
@@ -105,26 +109,51 @@ class Preparer:
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
-        return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+        return self._with_model(record, spec, launch, model, ask_human)
+
+    def mcp_servers(self, spec: RunSpec, source_repo: str | None = None) -> tuple[McpServerConfig, ...]:
+        """The run's MCP servers (baton.mcp.servers): configured ones, those its entries define,
+        and those the repository commits when the configuration trusts it (``source_repo``: the
+        user's repository a worktree or clone was made from)."""
+        if not spec.mcp:
+            return ()
+        configured = list(self.settings.mcp_servers)
+        repo = Path(spec.repo).resolve()
+        if is_trusted(self.settings, source_repo or str(repo)):
+            names = {server.name for server in configured}
+            configured += [server for server in repository_mcp_servers(repo) if server.name not in names]
+        servers = resolve_mcp_servers(spec.mcp, configured)
+        for server in servers:  # its env and headers never reach the log (a value too short for a secret aside)
+            for secret in server.secrets():
+                if len(secret) >= MIN_SECRET_LENGTH:
+                    self.launcher.redactor.add(secret)
+        return servers
 
     def _with_model(
-        self,
-        run_id: str,
-        spec: RunSpec,
-        launch: PreparedLaunch,
-        model: RunModel,
-        ask_human: AskHuman | None,
-        *,
-        setup: WorkspaceSetup | None = None,
+        self, record: RunRecord, spec: RunSpec, launch: PreparedLaunch, model: RunModel, ask_human: AskHuman | None
     ) -> RunExecution:
-        """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
+        """The execution of a run starting from its beginning (its workspace's setup first), which
+        closes the run's own model when it ends."""
+        run_id = record.id
         model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
         keep_journal(model, self.settings, run_id)  # what a resume of a replayed run skips
+        instructions = self._instructions(record, launch, spec)
         execution = self._execution(
-            run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source, setup=setup
+            run_id,
+            spec,
+            launch.start(run_id, spec, instructions=_given(instructions)),
+            ask_human,
+            model_source=launch.source,
+            setup=setup_of(self.settings, record),
+            instructions=instructions,
+            mcp=self.mcp_servers(spec, _source_repo(record)),
         )
         execution.run_model = model
         return execution
+
+    def _instructions(self, record: RunRecord, launch: PreparedLaunch, spec: RunSpec) -> RepoInstructions | None:
+        """The repository's instructions for this execution's agent (docs/agents.md)."""
+        return instructions_of(self.settings, record, launch.entry, Path(spec.repo).resolve())
 
     async def resume(
         self,
@@ -196,18 +225,21 @@ class Preparer:
         if launch.in_process:
             spent = spend_from_log(await self.log.read(plan.run_id))
             session = ClaudeSession(plan.resume_session_id, plan.continues_deferred, spent)
+        instructions = self._instructions(record, launch, plan.spec)
         execution = self._execution(
             plan.run_id,
             plan.spec,
-            launch.start(plan.run_id, plan.spec, claude=session),
+            launch.start(plan.run_id, plan.spec, claude=session, instructions=_given(instructions)),
             ask_human,
             resume=plan.params,
             resumed_from=plan.resumed_from,
             restore=None if launch.in_process else plan.restore,
             model_source=launch.source,
+            instructions=instructions,
+            mcp=self.mcp_servers(plan.spec, _source_repo(record)),
         )
         if launch.in_process and plan.resume_session_id is not None:
-            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch)
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions))
         execution.run_model = model
         return plan, execution
 
@@ -234,7 +266,7 @@ class Preparer:
                 exclusive=holds_workspace,
             ):
                 raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-            return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+            return self._with_model(record, spec, launch, model, ask_human)
         except BaseException:
             await model.aclose()
             raise
@@ -249,6 +281,7 @@ class Preparer:
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         check_run_sandbox(self.settings, spec)
+        self.mcp_servers(spec)  # a name no configuration defines: refused before anything is recorded
         return entry, Gatekeeper(policy, repo.resolve())
 
     async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
@@ -261,14 +294,14 @@ class Preparer:
             return  # an endpoint run keeps the endpoint it started on as its record
         await self.store.update_run(run_id, request={**request, "model_source": source})
 
-    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch) -> RebuiltFallback:
+    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch, instructions: str | None) -> RebuiltFallback:
         """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
 
         async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
             params: ResumeParams = {**plan.params, "path": "rebuilt"}
             prompt = rebuilt_prompt(plan.conversation, params["prompt"])
             session = ClaudeSession(None, False, spend_from_log(await self.log.read(plan.run_id)))
-            return launch.start(plan.run_id, plan.spec, claude=session).agent, params, prompt
+            return launch.start(plan.run_id, plan.spec, claude=session, instructions=instructions).agent, params, prompt
 
         return rebuilt
 
@@ -284,6 +317,8 @@ class Preparer:
         restore: AgentRestore | None = None,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        instructions: RepoInstructions | None = None,
+        mcp: tuple[McpServerConfig, ...] = (),
     ) -> RunExecution:
         self.log.open_run(run_id)
         return RunExecution(
@@ -301,12 +336,15 @@ class Preparer:
             ask_human=ask_human,
             model_source=model_source,
             setup=setup,
+            instructions=instructions.describe() if instructions is not None else None,
             telemetry=self.telemetry,
             results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
             gate_expiry_seconds=self.settings.gate_expiry_seconds,
+            mcp_servers=mcp,
+            mcp_stderr_dir=self.settings.run_dir(run_id),
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -316,6 +354,17 @@ class Preparer:
                 store=self.store,
             ),
         )
+
+
+def _source_repo(record: RunRecord | None) -> str | None:
+    """The user's repository a run's worktree or clone was made from (None: it works in place)."""
+    workspace = workspace_of(record.request) if record is not None else None
+    return workspace.repo if workspace is not None else None
+
+
+def _given(instructions: RepoInstructions | None) -> str | None:
+    """What the agent is given of the repository's instructions (None: nothing)."""
+    return instructions.text() if instructions is not None else None
 
 
 def _requested_source(record: RunRecord) -> Any:
