@@ -482,5 +482,5 @@ class RunView {
 const EVENT_TYPES = [
   "setup.started", "setup.output", "setup.skipped", "setup.finished",
   "task.started", "message", "file.read", "file.changed", "command.started", "command.finished", "test.result",
-  "gate.opened", "gate.resolved", "snapshot.captured", "branch.created", "turn.finished", "task.finished", "task.failed",
+  "gate.opened", "gate.resolved", "snapshot.captured", "branch.created", "mcp.called", "mcp.finished", "turn.finished", "task.finished", "task.failed",
 ];
