@@ -133,6 +133,9 @@ class Settings:
     workspace: str | None = None
     # Ended runs' workspaces older than this are removed by ``baton gc`` (None: only when asked).
     workspace_retention_seconds: float | None = None
+    # Ended runs older than this are removed entirely by ``baton gc --runs`` (the ``[runs]`` table's
+    # ``retention``; None: only with ``--older-than``).
+    run_retention_seconds: float | None = None
     # Repositories (paths or URLs) whose ``.baton/setup`` runs without ``--setup``.
     workspace_trusted: tuple[str, ...] = ()
     # The result as a branch (docs/workspaces.md "Results"), the ``[result]`` table: the commit's
@@ -209,6 +212,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
     values.update(_workspace_from_toml(path, data.pop("workspace", None)))
     values.update(_result_from_toml(path, data.pop("result", None)))
+    values.update(_runs_from_toml(path, data.pop("runs", None)))
     values.update(_notify_from_toml(path, data.pop("notify", None)))
     values.update(_mcp_from_toml(path, data.pop("mcp", None)))
     for key, raw in data.items():
@@ -263,6 +267,17 @@ def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     if trusted:
         values["workspace_trusted"] = tuple(trusted)
     return values
+
+
+def _runs_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[runs]``: ``retention`` (``"30d"``), how long ``baton gc --runs`` keeps an ended run."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f'{path}: runs is a table ([runs] retention = "30d")')
+    if raw.get("retention") is None:
+        return {}
+    return {"run_retention_seconds": parse_duration(str(raw["retention"]), f"{path}: runs.retention")}
 
 
 _MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
