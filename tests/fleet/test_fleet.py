@@ -7,6 +7,9 @@ scripted model.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,10 +17,13 @@ import httpx
 import pytest
 from tests.cli._baton_cli import invoke_in_process
 from tests.conftest import make_git_repo
-from tests.fleet._fleet import Fleet, host_of, read_runs, until_ended
+from tests.fleet._fleet import TRIVIAL_AGENT, Fleet, host_of, read_runs, until_ended
 
+from baton.snapshots.blobs import blob_store_for
+from baton.snapshots.s3 import S3BlobStore
 from baton.testing import ScriptedModelServer
 from baton.testing.postgres import TemporaryPostgres
+from baton.testing.s3 import S3Server, TemporaryS3
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -110,3 +116,56 @@ def test_a_repository_that_cannot_be_cloned_fails_on_the_worker_with_gits_messag
     assert (shown["status"], shown["status_reason"], shown["error_code"]) == ("failed", "clone_failed", "clone_failed")
     assert missing in shown["error_message"] and "fatal:" in shown["error_message"], shown
     assert server.process.poll() is None
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with TemporaryS3() as server:
+        yield server
+
+
+def shared_blobs(fleet: Fleet, s3: S3Server, bucket: str) -> None:
+    """Every process of the fleet on one S3-compatible blob store (moto's server)."""
+    url = s3.blob_url(bucket)
+    blobs = blob_store_for(url, fleet.root, s3.environ)
+    assert isinstance(blobs, S3BlobStore)
+    blobs.create_bucket()
+    fleet.extra.update(BATON_BLOB_URL=url, **s3.environ)
+
+
+def test_a_killed_workers_run_continues_on_another_worker(tmp_path: Path, fleet: Fleet, s3: S3Server) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "# fleet\n"})
+    shared_blobs(fleet, s3, "fleet-takeover")
+    first = fleet.worker("w1", "--concurrency", "1")
+    # A turn of 40 chunks, 4 a second: long enough to be killed in.
+    run_id = fleet.queue(str(repo), "count slowly", agent_cmd=f"{TRIVIAL_AGENT.removesuffix(' 3')} 40 4")
+    deadline = time.monotonic() + 90
+    while True:
+        record, entries = read_runs(fleet.database_url, [run_id])[run_id]
+        if record.status == "running" and any(entry["method"] == "session/update" for entry in entries):
+            break
+        assert time.monotonic() < deadline, (record, first.output)
+        time.sleep(0.1)
+    assert host_of(record.executor_id) == "w1"
+    second = fleet.worker("w2", "--concurrency", "1")
+    os.killpg(first.process.pid, signal.SIGKILL)  # the worker and everything in its session
+    first.process.wait()
+    second.wait_for(rf"run {run_id} of dead executor .* enqueued again")
+    records = until_ended(fleet.database_url, [run_id])
+    record, entries = read_runs(fleet.database_url, [run_id])[run_id]
+    assert records[run_id].status == "finished", (record.error_code, record.error_message, second.output)
+    assert host_of(record.executor_id) == "w2"
+    assert record.cwd == str(fleet.root / "w2" / "workspaces" / run_id)  # a clone of its own there
+    assert gapless(entries)
+    # It continued from its log: its resume note (native first; the agent here has no session to
+    # load on this machine, so the rebuilt conversation follows), then the continuation prompt.
+    resumes = [entry["payload"]["params"] for entry in entries if entry["method"] == "_baton/resume"]
+    assert resumes and resumes[-1]["path"] in ("native", "rebuilt")
+    prompts = [
+        e["payload"]["params"]["prompt"][0]["text"]
+        for e in entries
+        if e["method"] == "session/prompt" and e["direction"] == "to_agent"
+    ]
+    assert prompts[0] == "count slowly" and prompts[-1].startswith("[baton:resume]")
+    statuses = [e["payload"]["params"]["status"] for e in entries if e["method"] == "_baton/status"]
+    assert statuses[-1] == "finished" and statuses.count("running") == 2
