@@ -129,7 +129,7 @@ async def _first(log: SessionLog, run_id: str, wanted: Any, within: float = 120)
 
 async def _until_ended(store: Store, run_ids: list[str], within: float = 600) -> None:
     deadline = time.monotonic() + within
-    while not all((await store.get_run(run_id)).is_terminal for run_id in run_ids):
+    while not all([(await store.get_run(run_id)).is_terminal for run_id in run_ids]):
         if time.monotonic() > deadline:
             raise RuntimeError("runs did not end")
         await asyncio.sleep(0.1)

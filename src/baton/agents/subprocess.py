@@ -59,6 +59,9 @@ class LaunchContext:
     setting: object  # the chosen NativeSetting's agent-specific config
     max_retries: int | None = None  # model API retries; None: the agent's default
     sandboxed: bool = False  # the filesystem is confined (the user's home is not there)
+    # The repository's instructions for the agent (baton.workspaces.instructions), handed over
+    # through its system-prompt channel; None: none are given.
+    instructions: str | None = None
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,9 @@ class ClaudeLaunch:
     sandbox: SandboxPlan | None = None
     # The sandbox's own network (baton serves its model and allow-list proxies), when isolated.
     network: SandboxNetwork | None = None
+    # The repository's instructions (baton.workspaces.instructions), appended to Claude Code's
+    # system prompt; Claude Code reads no CLAUDE.md itself (setting_sources=[]).
+    instructions: str | None = None
 
 
 class ClaudeAgent:
@@ -170,7 +173,7 @@ class ClaudeAgent:
             setting_sources=[],
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=_system_prompt(launch.instructions),
             hooks={
                 "PreToolUse": [
                     HookMatcher(matcher=None, hooks=[self._pre_tool_use], timeout=launch.hook_timeout_seconds)
@@ -470,3 +473,10 @@ class InProcessClaude:
                 await self._connection.close()
         if self.network is not None:
             await self.network.aclose()
+
+
+def _system_prompt(instructions: str | None) -> Any:
+    """Claude Code's own system prompt, with the repository's instructions after it."""
+    if not instructions:
+        return {"type": "preset", "preset": "claude_code"}
+    return {"type": "preset", "preset": "claude_code", "append": instructions}
