@@ -8,6 +8,9 @@ for nothing.
   started), p99 of 20 runs queued one at a time on 2 idle workers; from the queue call's wall
   clock to the log entry's ``ts``. What it holds: the queue's poll (``fleet.poll_seconds``, 0.1 s),
   the dequeue, the clone through the worker's mirror cache, the agent's spawn in its sandbox.
+  ``fleet_dispatch_p50_ms`` is the median, ``fleet_dispatch_to_start_p50_ms`` the median up to
+  the run's ``_baton/run_started`` (dequeued, cloned, agent checked: the rest is the sandbox
+  and the agent's spawn).
 - ``fleet_takeover_s``: a worker SIGKILLed mid-run → the run ``running`` again on the other
   worker (its ``_baton/status running resumed`` entry), p99 (the worst) of 3 kills.
 - ``fleet_tasks_per_minute_{1,2,3}w``: 12 trivial runs queued at once, finished per minute by
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +42,8 @@ __all__ = ["METRICS", "run"]
 
 METRICS = (
     "fleet_dispatch_ms",
+    "fleet_dispatch_p50_ms",
+    "fleet_dispatch_to_start_p50_ms",
     "fleet_takeover_s",
     "fleet_tasks_per_minute_1w",
     "fleet_tasks_per_minute_2w",
@@ -149,7 +155,8 @@ async def _measure(root: Path, url: str, repo: Path) -> dict[str, float]:
             fleet.start("w1")
             fleet.start("w2")
             await baton.queue(_spec(repo, "1"))  # warm-up: the mirror caches, the queue registered
-            dispatch = []
+            dispatch: list[float] = []
+            to_start: list[float] = []  # queued → _baton/run_started: dequeued, cloned, agent prepared
             for _ in range(DISPATCHES):
                 began = time.time()
                 record = await baton.queue(_spec(repo, "1"))
@@ -158,7 +165,11 @@ async def _measure(root: Path, url: str, repo: Path) -> dict[str, float]:
                 )
                 dispatch.append((_ts(started) - began) * 1000)
                 await _until_ended(baton.store, [record.id])
+                opened = await _first(log, record.id, lambda e: e["method"] == "_baton/run_started")
+                to_start.append((_ts(opened) - began) * 1000)
             figures["fleet_dispatch_ms"] = _p99(dispatch)
+            figures["fleet_dispatch_p50_ms"] = statistics.median(dispatch)
+            figures["fleet_dispatch_to_start_p50_ms"] = statistics.median(to_start)
             takeovers = []
             for _ in range(KILLS):
                 record = await baton.queue(_spec(repo, "40", "4"))
@@ -219,6 +230,14 @@ def run() -> dict[str, Metric]:
             "reference": None,
         },
     }
+    for name in ("fleet_dispatch_p50_ms", "fleet_dispatch_to_start_p50_ms"):
+        results[name] = {
+            "value": round(figures[name], 1),
+            "unit": "ms",
+            "target": None,
+            "better": "lower",
+            "reference": None,
+        }
     for count in (1, 2, 3):
         name = f"fleet_tasks_per_minute_{count}w"
         results[name] = {
