@@ -206,6 +206,25 @@ def branch_created() -> EntryLog:
     return log
 
 
+def mcp_called() -> EntryLog:
+    """A tools/call through baton's MCP proxy: called (before its decision), then finished."""
+    call = {"server": "tracker", "tool": "create_issue", "tool_call_id": "mcp_0a1b2c3d", "input": {"title": "t"}}
+    log = _with("mcp_called", call)
+    finished = {**call, "output": "issue #7", "is_error": False, "denied": False, "reason": "rule:mcp__tracker"}
+    log.baton("mcp_finished", finished)
+    return log
+
+
+def mcp_finished() -> EntryLog:
+    """A tools/call the policy denied: an error result for the agent, the call never made."""
+    call = {"server": "tracker", "tool": "delete_repo", "tool_call_id": "mcp_9f8e7d6c", "input": {"name": "r"}}
+    log = _with("mcp_called", call)
+    message = "mcp__tracker__delete_repo is denied by the rule mcp__tracker__delete_*"
+    denied = {**call, "output": message, "is_error": True, "denied": True, "reason": "rule:mcp__tracker__delete_*"}
+    log.baton("mcp_finished", denied)
+    return log
+
+
 def turn_finished() -> EntryLog:
     usage = {"input_tokens": 100, "output_tokens": 20}
     return _with(
@@ -256,6 +275,8 @@ MINIMAL: dict[str, Callable[[], EntryLog]] = {
     "gate.resolved": gate_resolved,
     "snapshot.captured": snapshot_captured,
     "branch.created": branch_created,
+    "mcp.called": mcp_called,
+    "mcp.finished": mcp_finished,
     "turn.finished": turn_finished,
     "task.finished": task_finished,
     "task.failed": task_failed,

@@ -29,6 +29,8 @@ EventType = Literal[
     "gate.resolved",
     "snapshot.captured",
     "branch.created",
+    "mcp.called",
+    "mcp.finished",
     "turn.finished",
     "task.finished",
     "task.failed",
@@ -72,6 +74,12 @@ _PASS_THROUGH = {
     "_baton/branch_created": (
         "branch.created",
         ("branch", "commit", "base", "files_changed", "insertions", "deletions", "skipped"),
+    ),
+    # baton's MCP proxy (baton.mcp): a tools/call as the agent made it, and how it ended.
+    "_baton/mcp_called": ("mcp.called", ("server", "tool", "tool_call_id", "input")),
+    "_baton/mcp_finished": (
+        "mcp.finished",
+        ("server", "tool", "tool_call_id", "input", "output", "is_error", "denied", "reason"),
     ),
 }
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -27,6 +27,7 @@ from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -99,6 +100,7 @@ class ClaudeAgent:
 
     def __init__(self, launch: ClaudeLaunch) -> None:
         self._launch = launch
+        self.environment: dict[str, str] = {}  # added to Claude Code's (InProcessClaude.start)
         self._conn: Any = None
         self._client: ClaudeSDKClient | None = None
         self._converter: ClaudeConverter | None = None
@@ -142,7 +144,10 @@ class ClaudeAgent:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
-                load_session=False, prompt_capabilities=PromptCapabilities(image=False, embedded_context=True)
+                load_session=False,
+                prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                # The run's MCP servers, as baton's proxy endpoints: handed to Claude Code (SDK mcp_servers).
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=VERSION),
         )
@@ -159,7 +164,7 @@ class ClaudeAgent:
         cli_path = write_launch_files(
             launch.launch_dir,
             binary=launch.binary,
-            env=launch.env,
+            env={**launch.env, **self.environment},
             run_id=launch.run_id,
             sandbox=launch.sandbox,
             cwd=Path(cwd),
@@ -171,6 +176,7 @@ class ClaudeAgent:
             model=launch.model,
             session_id=session_id,
             setting_sources=[],
+            mcp_servers=_claude_mcp_servers(mcp_servers),  # only the run's (baton's proxy), never a settings file's
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
             system_prompt=_system_prompt(launch.instructions),
@@ -460,7 +466,9 @@ class InProcessClaude:
         self.sandbox = launch.sandbox
         self.network = launch.network
 
-    async def start(self) -> Transport:
+    async def start(self, *, environment: Mapping[str, str] | None = None) -> Transport:
+        if environment:  # Claude Code starts with the session: its environment gets these then
+            self._agent.environment.update(environment)
         agent_end, host_end = memory_transport_pair()
         self._connection = AgentSideConnection(cast(Any, self._agent), agent_end)
         return host_end
@@ -473,6 +481,19 @@ class InProcessClaude:
                 await self._connection.close()
         if self.network is not None:
             await self.network.aclose()
+
+
+def _claude_mcp_servers(servers: Any) -> dict[str, Any]:
+    """ACP's ``mcpServers`` of ``session/new`` (baton's proxy endpoints, HTTP) as the SDK's
+    ``mcp_servers``; anything but an HTTP server is refused (baton hands no other kind)."""
+    found: dict[str, Any] = {}
+    for server in servers or []:
+        data = server.model_dump(by_alias=True) if hasattr(server, "model_dump") else dict(server)
+        if data.get("type") != "http" or not isinstance(data.get("url"), str):
+            raise RequestError.invalid_params({"message": f"baton's Claude takes HTTP MCP servers only: {data}"})
+        headers = {str(h["name"]): str(h["value"]) for h in data.get("headers") or []}
+        found[str(data["name"])] = {"type": "http", "url": data["url"], **({"headers": headers} if headers else {})}
+    return found
 
 
 def _system_prompt(instructions: str | None) -> Any:

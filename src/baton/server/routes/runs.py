@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.mcp import mcp_entry_is_named
 from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
@@ -98,6 +99,7 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
     url = allowed_repository_url(repo, state.config, principal) if is_git_url(repo) else None
     _check_sandbox_fields(body, principal)
+    _check_mcp_field(body, principal, {server.name for server in state.baton.settings.mcp_servers})
     spec = RunSpec(
         prompt=prompt,
         repo=allowed_repository(repo, state.config, principal) if url is None else Path(),
@@ -123,6 +125,7 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         mount_ro=tuple(body.mount_ro),
         mount_rw=tuple(body.mount_rw),
         allow_net=tuple(body.allow_net),
+        mcp=tuple(body.mcp),
     )
     if spec.record is not None and spec.replay is not None:
         raise UsageError("invalid_argument", "record and replay are exclusive")
@@ -142,6 +145,14 @@ async def get_run_sandbox(run_id: str, request: Request, principal: _Reader) -> 
     return {"run_id": record.id, "sandbox": await server_state(request).runs.last_note(record.id, "_baton/sandbox")}
 
 
+@router.get("/{run_id}/trace", responses=NOT_FOUND)
+async def get_run_trace(run_id: str, request: Request, principal: _Reader) -> dict[str, Any]:
+    """The OpenTelemetry trace of the run's latest execution (its latest ``_baton/trace``:
+    ``trace_id``, ``span_id``; docs/observability.md); ``{"trace": null}`` when none was exported."""
+    record = await visible_run(request, principal, run_id)
+    return {"run_id": record.id, "trace": await server_state(request).runs.last_note(record.id, "_baton/trace")}
+
+
 def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
     """A mount, a host or a weaker sandbox widens what the agent reaches on the server: the
     ``admin`` scope only (the server's configured sandbox applies to every run)."""
@@ -154,6 +165,16 @@ def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
     ):
         if values:
             require_acting_field(principal, field, configured=False, why=why)
+
+
+def _check_mcp_field(body: CreateRunRequest, principal: Principal, configured: set[str]) -> None:
+    """An MCP server is a command baton runs, or a URL baton reaches, on the server: only the
+    servers baton.toml names (``[mcp.NAME]``), unless the caller has the ``admin`` scope."""
+    for entry in body.mcp:
+        named = mcp_entry_is_named(entry) and entry.strip() in configured
+        require_acting_field(
+            principal, "mcp", configured=named, why=f"{entry.partition('=')[0]!r} is not a server of baton.toml"
+        )
 
 
 @router.post(
