@@ -22,6 +22,7 @@ from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, n
 from baton.acp.host import AgentNormalizer, AskHuman, BatonHost, HumanGates
 from baton.acp.replay import AgentRestore, ReplayTagger, restore_session
 from baton.acp.tap import TappingTransport
+from baton.acp.transport import sdk_spans_where_seen
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
 from baton.agents.processes import kill_run_processes, run_process_ids
@@ -412,6 +413,7 @@ class RunExecution:
                 on_mode=self._mode_from_gate,
             )
             host.mcp_servers = frozenset(server.name for server in self._mcp_servers)
+            sdk_spans_where_seen()
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)
