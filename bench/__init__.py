@@ -19,6 +19,7 @@ MODULES: dict[str, str] = {
     "append": "bench.append",
     "blob": "bench.blob",
     "convert": "bench.convert",
+    "fleet": "bench.fleet",
     "gates": "bench.gates",
     "handoff": "bench.handoff",
     "http": "bench.http",
@@ -45,7 +46,7 @@ MODULES: dict[str, str] = {
 class Metric(TypedDict):
     value: float
     unit: str
-    target: float
+    target: float | None  # None: a figure reported, with no target (a scaling curve)
     better: Literal["higher", "lower"]
     reference: float | None
 
