@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal, TypedDict
 
-__all__ = ["MODULES", "Metric", "median_seconds"]
+__all__ = ["MODULES", "Metric", "median_seconds", "percentile"]
 
 # Benchmark modules, by the name ``--only`` accepts (a metric name works too).
 MODULES: dict[str, str] = {
@@ -69,3 +69,11 @@ def median_seconds(
         work()
         times.append(clock() - start)
     return statistics.median(times)
+
+
+def percentile(values: Iterable[float], pct: float) -> float:
+    """The ``pct``-th percentile of ``values`` (nearest rank, the sample at or above it)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
