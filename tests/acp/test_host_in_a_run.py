@@ -64,9 +64,42 @@ async def test_late_updates_and_a_withdrawn_request_in_a_run(
     assert first_turn["usage"]["inputTokens"] == 100
 
     gates = [e["data"] for e in project(entries) if e["type"].startswith("gate.")]
-    assert [g.get("decision") for g in gates] == [None, "deny"] and gates[1]["reason"] == "cancelled"
+    assert [g.get("decision") for g in gates] == [None, "deny"] and gates[1]["reason"] == "withdrawn"
     reply = next(e for e in entries if e["method"] == "session/request_permission" and e["direction"] == "to_agent")
     assert reply["payload"]["error"]["code"] == REQUEST_CANCELLED
     assert not (repo / "withdrawn.txt").exists()
     said = [e["data"]["text"] for e in project(entries) if e["type"] == "message" and e["data"]["role"] == "agent"]
     assert said[:2] == ["turn 1: add a test", "late 1"] and str(REQUEST_CANCELLED) in said[2]
+
+
+async def test_a_withdrawn_request_denies_its_own_gate_only(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two permission requests wait for gates at once (a command's, a plan's review); the agent
+    withdraws the command's. Its gate is denied (``withdrawn``, by the agent); the plan's stays
+    pending, is approved, and the agent carries it out."""
+    entry = script_entry("features")
+    monkeypatch.setitem(AGENTS, entry.name, entry)
+    configured = replace(settings, openai_api_key="sk-unused-by-the-script-agent")
+    spec = RunSpec(prompt="withdraw one", repo=repo, agent=entry.name, run_mode="interactive")
+    async with Baton(configured) as baton:
+        handle = await baton.start(spec)
+        await first_entry(baton.entries(handle.run_id), lambda e: e["method"] == "_baton/gate_resolved")
+        pending = await baton.gates(run_id=handle.run_id, status="pending")
+        assert [g.record.tool_call_id for g in pending] == ["kept-1"]
+        await pending[0].review_plan("approve")
+        await first_entry(
+            baton.entries(handle.run_id),
+            lambda e: e["method"] == "_baton/turn_complete",
+        )
+        await handle.close()
+        outcome = await handle.wait()
+        entries = await baton.log.read(handle.run_id)
+        decided = {g.record.tool_call_id: g.record for g in await baton.gates(run_id=handle.run_id)}
+    assert outcome.status == "finished", outcome
+    assert decided["withdrawn-1"].status == "denied" and decided["withdrawn-1"].decided_by == "agent"
+    assert (decided["withdrawn-1"].decision or {}).get("reason") == "withdrawn"
+    assert decided["kept-1"].status == "approved"
+    assert (repo / "kept.txt").exists() and not (repo / "withdrawn.txt").exists()
+    said = [e["data"]["text"] for e in project(entries) if e["type"] == "message" and e["data"]["role"] == "agent"]
+    assert str(REQUEST_CANCELLED) in said[0] and '"optionId": "yes"' in said[1]

@@ -32,7 +32,10 @@ any agent, and on ``session/prompt``:
   ``end_turn`` with token usage — and *then*, after its turn ended, sends ``late N`` and a
   ``usage_update`` costing N.5 cents. A prompt ``withdraw`` asks permission for ``touch
   withdrawn.txt`` and at once withdraws the request (``$/cancel_request``), then says what the
-  request was answered (``answered: …``); a prompt ``hang`` says ``hanging`` and answers only
+  request was answered (``answered: …``); a prompt ``withdraw one`` asks for ``touch
+  withdrawn.txt`` and ``touch kept.txt`` at once and withdraws only the first, says what each was
+  answered, runs ``touch kept.txt`` if it was allowed, and ends the turn when both are answered; a
+  prompt ``hang`` says ``hanging`` and answers only
   ``session/cancel`` (``cancelled``).
 """
 
@@ -139,6 +142,7 @@ def features_agent() -> int:
     options: dict[str, object] = {"model": "small", "brave": False}
     asked: dict[object, tuple[object, str]] = {}  # our permission request id -> (its prompt request, session)
     next_id = 1000
+    kept_request: object = None  # the request ``withdraw one`` does not withdraw
     hanging: dict[str, object] = {}  # session -> its prompt waiting for session/cancel
     for line in sys.stdin:
         message = json.loads(line)
@@ -150,7 +154,10 @@ def features_agent() -> int:
                 prompt_id, session = found
                 answer = message.get("error") or message.get("result")
                 send(chunk(session, f"answered: {json.dumps(answer, sort_keys=True)}"))
-                send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
+                if request_id == kept_request and (answer or {}).get("outcome", {}).get("optionId") == "yes":
+                    open("kept.txt", "w").close()
+                if prompt_id not in [prompt for prompt, _ in asked.values()]:
+                    send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
             continue
         if method == "initialize":
             capabilities = {"loadSession": True, "sessionCapabilities": {"list": {}, "close": {}, "resume": {}}}
@@ -201,19 +208,28 @@ def features_agent() -> int:
             session = params["sessionId"]
             kept = sessions[session]
             text = params["prompt"][0]["text"]
-            if text == "withdraw":
-                call = {"toolCallId": "withdrawn-1", "title": "touch withdrawn.txt", "kind": "execute"}
-                call["rawInput"] = {"command": "touch withdrawn.txt"}
-                send(_update(session, {"sessionUpdate": "tool_call", "status": "pending", **call}))
+            if text in ("withdraw", "withdraw one"):
                 choices = [
                     {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
                     {"optionId": "no", "name": "No", "kind": "reject_once"},
                 ]
-                next_id += 1
-                asked[next_id] = (request_id, session)
-                ask = {"sessionId": session, "toolCall": call, "options": choices}
-                send({"jsonrpc": "2.0", "id": next_id, "method": "session/request_permission", "params": ask})
-                send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": next_id}})
+                names = ["withdrawn"] + (["kept"] if text == "withdraw one" else [])
+                for name in names:
+                    call = {"toolCallId": f"{name}-1", "title": f"touch {name}.txt", "kind": "execute"}
+                    call["rawInput"] = {"command": f"touch {name}.txt"}
+                    if name == "kept":  # a plan's review: another kind of gate than the command's
+                        plan = [{"content": "touch kept.txt", "priority": "high", "status": "pending"}]
+                        send(_update(session, {"sessionUpdate": "plan", "entries": plan}))
+                        call.update(kind="switch_mode", rawInput={"mode": "code"})
+                    send(_update(session, {"sessionUpdate": "tool_call", "status": "pending", **call}))
+                    next_id += 1
+                    asked[next_id] = (request_id, session)
+                    ask = {"sessionId": session, "toolCall": call, "options": choices}
+                    send({"jsonrpc": "2.0", "id": next_id, "method": "session/request_permission", "params": ask})
+                    if name == "kept":
+                        kept_request = next_id
+                withdrawn = next_id - len(names) + 1
+                send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": withdrawn}})
                 continue
             if text == "hang":
                 hanging[session] = request_id

@@ -91,6 +91,7 @@ class HumanGates(Protocol):
         bound_call_id: str,
         bound_input_hash: str,
         cancelled: asyncio.Event,
+        withdrawn: asyncio.Event | None = None,
     ) -> GateAnswer: ...
 
 
@@ -210,6 +211,7 @@ class BatonHost:
                     bound_call_id=baton["bound_call_id"],
                     bound_input_hash=baton["bound_input_hash"],
                     cancelled=stop,
+                    withdrawn=pending.cancelled if pending is not None else None,
                 )
             finally:
                 watch.cancel()

@@ -12,7 +12,8 @@ For each such call (and every question or plan review, :mod:`baton.gates.kinds`)
    for a decision from any process (:func:`baton.runs.parking.wait_for_decision`), then
    ``running`` again with ``_baton/gate_resolved`` logged. When the grace period ends first the
    run **parks** (:attr:`RunGates.parked`): the host tells Claude to ``defer`` and the executor
-   stops the agent.
+   stops the agent. A request the agent withdraws (``$/cancel_request``) denies its own gate
+   (reason ``withdrawn``, decided by ``agent``); a cancelled turn denies every pending gate.
 
 Any error while gating denies (reason ``gate_error``): a gate never fails open.
 """
@@ -23,9 +24,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from baton.acp.host import GateAnswer
+from baton.errors import GateError
 from baton.gates import Decision, Gatekeeper, Policy, ToolCall, parse_rule
 from baton.gates.kinds import GateShape, answer_for_agent
 from baton.gates.ledger import GateLedger, GateRecord
@@ -36,6 +38,8 @@ from baton.store import Store
 __all__ = ["RunGates"]
 
 _log = logging.getLogger("baton.runs.gating")
+WITHDRAWN_BY: Final = "agent"  # decided_by of the gate of a request its agent withdrew
+WITHDRAWN_DENIAL: Final = {"decision": "deny", "reason": "withdrawn"}
 
 Note = Callable[[str, Any], object]
 
@@ -102,9 +106,14 @@ class RunGates:
         bound_call_id: str,
         bound_input_hash: str,
         cancelled: asyncio.Event,
+        withdrawn: asyncio.Event | None = None,
     ) -> GateAnswer:
+        """The answer to ``calls``: a session rule, an earlier decision bound to the same input,
+        or a gate opened and waited for. ``cancelled`` ends the wait (the turn is cancelled or the
+        agent withdrew the request); ``withdrawn`` set says it was the request alone, so only its
+        own gate is denied (``withdrawn``) and the run's other pending gates stay open."""
         try:
-            return await self._decide(calls, decision, shape, bound_call_id, bound_input_hash, cancelled)
+            return await self._decide(calls, decision, shape, bound_call_id, bound_input_hash, cancelled, withdrawn)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never fail open
@@ -119,6 +128,7 @@ class RunGates:
         bound_call_id: str,
         bound_input_hash: str,
         cancelled: asyncio.Event,
+        withdrawn: asyncio.Event | None,
     ) -> GateAnswer:
         call = calls[0]
         await self.settle()
@@ -177,7 +187,12 @@ class RunGates:
             self._waiting -= 1
             if not self._waiting:
                 self._waited += time.monotonic() - self._wait_started
-        if decided is None and cancelled.is_set():
+        if decided is None and withdrawn is not None and withdrawn.is_set():
+            try:
+                decided = await self._ledger.decide(gate.id, WITHDRAWN_DENIAL, decided_by=WITHDRAWN_BY)
+            except GateError:  # decided by someone else as it was withdrawn: that decision stands
+                decided = await self._ledger.get(gate.id)
+        elif decided is None and cancelled.is_set():
             await self._ledger.deny_all_pending(self._run_id, reason="cancelled", decided_by="cancel")
             decided = await self._ledger.get(gate.id)
         if decided is None:
