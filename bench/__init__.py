@@ -3,6 +3,8 @@
 Each benchmark module exposes ``run() -> dict[str, Metric]`` timing the entry point production
 uses; :mod:`bench.__main__` runs them, prints a table beside the reference figures and writes
 ``bench/results.json``. Timed tests never gate merges; these numbers are read by people.
+Shared: :func:`median_seconds`, :func:`percentile`, and ``bench/_loopback.py`` (the server on
+127.0.0.1 in a thread, and Debian's Chromium through Playwright).
 """
 
 from __future__ import annotations
