@@ -248,3 +248,29 @@ def test_a_jwt_signed_in_on_the_page_sees_only_its_subjects_runs(
         assert "mallory" not in page.content()
     finally:
         context.close()
+
+
+def test_a_failing_test_run_is_highlighted_in_light_and_dark(
+    context: BrowserContext, web: RunningServer, git_repo: Path
+) -> None:
+    (git_repo / "calc.test.js").write_text(
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "const { add } = require('./calc');\ntest('adds', () => assert.strictEqual(add(2, 3), 5));\n"
+    )
+    run_id = start_run(web, git_repo, "node-test-pipe", allow=("Bash(node:*)", "Bash(tail:*)"))
+    page = context.new_page()
+    page.goto(f"{web.base_url}/runs/{run_id}")
+    expect(page.locator("li[data-end]")).to_be_visible(timeout=60_000)
+    badge = page.locator("li.ev-tool .test")
+    expect(badge).to_have_text("tests failed (node:test)")
+    assert "test-fail" in (badge.get_attribute("class") or "")
+    expect(page.locator("li.ev-tool.failed")).to_contain_text(
+        "exit 0"
+    )  # the pipe's status; the block shows the failure
+    light = badge.evaluate("e => [getComputedStyle(e).color, getComputedStyle(document.body).backgroundColor]")
+    page.emulate_media(color_scheme="dark")
+    dark = badge.evaluate("e => [getComputedStyle(e).color, getComputedStyle(document.body).backgroundColor]")
+    assert light != dark and light[1] != dark[1]  # the page follows the system's dark scheme
+    page.set_viewport_size(PHONE)
+    shot(page, "run-dark-390")
+    wait_ended(web, run_id)

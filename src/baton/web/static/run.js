@@ -311,8 +311,10 @@ class RunView {
       case "test.result": {
         const block = this.tools.get(data.tool_call_id);
         const badge = h("span", { class: `test ${data.passed ? "test-pass" : "test-fail"}` }, data.passed ? "tests passed" : "tests failed", data.framework ? ` (${data.framework})` : "");
-        if (block) block.head.append(badge);
-        else this.item("test", badge, " ", h("code", {}, data.command));
+        if (block) {
+          block.head.append(badge);
+          if (!data.passed) block.node.classList.replace("ok", "failed"); // exit 0 through a pipe, tests failed
+        } else this.item("test", badge, " ", h("code", {}, data.command));
         break;
       }
       case "file.changed": {
