@@ -13,6 +13,8 @@ run pays when no endpoint is set).
   the SDK's exporter) per entry with export on, until everything is exported, minus the same
   with export off (target 50 µs: the issue sets none; at a run's tens of entries a second that
   is well under a per cent of a core).
+- ``otel_export_lost``: entries the export dropped or failed to deliver in the "on" runs (target
+  0: a ratio measured while entries are dropped would not count their export);
 - ``otel_export_off_noise``: two "off" medians, the larger over the smaller: what "within
   noise" means on this machine for the off path (nothing configured costs one ``None`` check per
   commit group and per row built).
@@ -41,6 +43,7 @@ METRICS = (
     "otel_export_on_entries_per_s",
     "otel_export_ratio",
     "otel_export_cpu_us_per_entry",
+    "otel_export_lost",
     "otel_export_off_noise",
 )
 ENTRIES = 50_000
@@ -89,7 +92,7 @@ async def _append(store: Store, telemetry: Telemetry | None) -> tuple[float, flo
 async def _measure(url: str, endpoint: str) -> dict[str, list[tuple[float, float]]]:
     store = await asyncio.to_thread(Store.open, url)
     config = TelemetryConfig.load({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
-    results: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "off2": []}
+    results: dict[str, list[tuple[float, float]]] = {"off": [], "on": [], "off2": [], "lost": []}
     async with store:
         await _append(store, None)  # warm-up
         for _ in range(RUNS):
@@ -98,6 +101,9 @@ async def _measure(url: str, endpoint: str) -> dict[str, list[tuple[float, float
             assert telemetry is not None
             results["on"].append(await _append(store, telemetry))
             telemetry.shutdown(5.0)
+            health = telemetry.health
+            lost = health.emitted_items["logs"] - health.exported_items["logs"] + sum(health.lost_items.values())
+            results["lost"].append((float(lost), 0.0))
             results["off2"].append(await _append(store, None))
     return results
 
@@ -124,6 +130,7 @@ def run() -> dict[str, Metric]:
         "otel_export_cpu_us_per_entry": _metric(
             (cpu_on - cpu_off) / ENTRIES * 1e6, "us/entry", 50.0, "lower", digits=1
         ),
+        "otel_export_lost": _metric(sum(n for n, _ in results["lost"]), "entries", 0, "lower"),
         "otel_export_off_noise": _metric(max(off, off2) / min(off, off2), "ratio", 1.1, "lower", digits=2),
     }
 

@@ -12,6 +12,8 @@ any agent, and on ``session/prompt``:
 - ``fs``: asks the client to read and write files (paths from the prompt text, one per line:
   ``read PATH`` / ``write PATH``) and reports each answer back as a message chunk;
 - ``silent``: never answers anything (not even ``initialize``);
+- ``env``: says (one message chunk) the JSON object of the environment variables the prompt
+  names (space-separated; a variable it does not have is ``null``), then answers ``end_turn``;
 - ``ask``: announces a command (``touch asked.txt``, kind ``execute``) and asks permission for it
   (options ``yes``/``no`` of kinds ``allow_once``/``reject_once``); runs it when allowed, and
   writes ``unasked.txt`` first without asking anyone (what an agent that is trusted may do);
@@ -344,6 +346,9 @@ def main() -> int:
                         if delay > 0:
                             time.sleep(delay)
                     send(chunk(session, f"chunk {index}", time.monotonic_ns()))
+            elif behaviour == "env":
+                names = message["params"]["prompt"][0]["text"].split()
+                send(chunk(session, json.dumps({name: os.environ.get(name) for name in names})))
             elif behaviour == "garbage":
                 sys.stdout.write("this line is not JSON\n")
                 sys.stdout.write('{"jsonrpc": "2.0", "method": "session/upd\n')

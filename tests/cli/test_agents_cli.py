@@ -42,6 +42,11 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     assert {name: agent["applies_edits"] for name, agent in agents.items()} == {
         "claude": True, "codex": False, "claude-acp": False, "gemini": False, "opencode": False,
     }  # fmt: skip
+    # The repository's instruction files each is given (docs/agents.md "Repository instructions").
+    assert {name: agent["instruction_files"] for name, agent in agents.items()} == {
+        "claude": ["CLAUDE.md", "AGENTS.md"], "codex": ["AGENTS.md"], "claude-acp": ["CLAUDE.md", "AGENTS.md"],
+        "gemini": ["GEMINI.md", "AGENTS.md"], "opencode": ["AGENTS.md"],
+    }  # fmt: skip
 
 
 def test_agents_fits_80_columns_one_line_an_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -42,8 +42,11 @@ def test_baton_run_exports_its_run_before_it_exits(tmp_path: Path, repo: Path) -
             run_traces = {span.trace_id.hex() for _r, span in receiver.received.spans() if span.name == "baton.run"}
         run_id = done.json_lines()[-1]["run_id"]
         shown = baton("show", run_id, "--json")
+        printed = baton("show", run_id)
     assert shown.returncode == 0, shown.describe()
     assert run_traces == {json.loads(shown.stdout)["trace_id"]}  # baton show names the run's trace
+    [trace_id] = run_traces
+    assert re.search(rf"^trace_id: +{trace_id}$", printed.stdout, re.MULTILINE), printed.stdout
     assert records, done.describe()
     methods = [attributes_of(record.attributes).get("event_type") for _resource, record in records]
     assert methods[0] == "_baton/run_started" and methods[-1] == "_baton/status"

@@ -59,5 +59,7 @@ async def test_metrics_count_the_runs_this_server_executed(settings: Settings, r
     assert found[("baton_runs_finished_total", (("agent", "claude"),))] == 2
     assert found[("baton_run_duration_seconds_count", (("agent", "claude"), ("status", "finished")))] == 2
     assert found[("baton_tokens_total", (("agent", "claude"), ("type", "output")))] > 0
+    assert found[("baton_cost_usd_total", (("agent", "claude"),))] > 0
+    assert found[("baton_runs_running", (("agent", "claude"),))] == 0  # both ended
     assert sum(v for (name, _labels), v in found.items() if name == "baton_log_entries_total") > 10
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "token_missing"

@@ -6,6 +6,7 @@ The receiver decodes each body with opentelemetry-proto's classes; nothing of th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from tests.observability._receiver import OtlpReceiver, attributes_of, otlp_receiver
 
+from baton.agents.processes import run_process_ids
 from baton.config import Settings
 from baton.events.entry import LogEntry
 from baton.gates.ledger import GateLedger
@@ -52,8 +54,21 @@ def exporting_to(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "200")
 
 
-async def approved_run(settings: Settings, repo: Path, prompt: str) -> tuple[str, list[LogEntry], str]:
-    """needs-approval: the Bash call opens a gate, decided here; (run id, log, gate id)."""
+def run_environments(run_id: str) -> list[dict[str, str]]:
+    """The environment of each live process of the run (Claude Code, its launcher)."""
+    found = []
+    for pid in run_process_ids(run_id):
+        with contextlib.suppress(OSError):
+            pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            found.append(dict(pair.decode(errors="replace").split("=", 1) for pair in pairs if b"=" in pair))
+    return found
+
+
+async def approved_run(
+    settings: Settings, repo: Path, prompt: str, environments: list[dict[str, str]] | None = None
+) -> tuple[str, list[LogEntry], str]:
+    """needs-approval: the Bash call opens a gate, decided here; (run id, log, gate id). While the
+    gate waits, the environments of the run's processes go into ``environments``."""
     async with Baton(settings) as baton:
         handle = await baton.start(RunSpec(prompt=prompt, repo=repo, owner="alice"))
         ledger = GateLedger(baton.store)
@@ -64,6 +79,8 @@ async def approved_run(settings: Settings, repo: Path, prompt: str) -> tuple[str
                     break
                 await asyncio.sleep(0.02)
         gate = pending[0]
+        if environments is not None:
+            environments.extend(run_environments(handle.run_id))
         binding = {"bound_call_id": gate.bound_call_id, "bound_input_hash": gate.bound_input_hash}
         await ledger.decide(gate.id, {**binding, "decision": "approve"}, decided_by="tester")
         outcome = await handle.wait()
@@ -81,7 +98,10 @@ async def test_a_run_arrives_as_log_records_and_a_trace(
 ) -> None:
     with otlp_receiver() as receiver, scripted(settings, "needs-approval") as configured:
         exporting_to(monkeypatch, receiver.endpoint)
-        run_id, entries, gate_id = await approved_run(configured, repo, f"go (token {HEADER_CANARY}, key {MODEL_KEY})")
+        environments: list[dict[str, str]] = []
+        run_id, entries, gate_id = await approved_run(
+            configured, repo, f"go (token {HEADER_CANARY}, key {MODEL_KEY})", environments
+        )
         # Baton flushed before it closed: everything is there already.
         received = receiver.received
         with receiver.lock:
@@ -146,6 +166,11 @@ async def test_a_run_arrives_as_log_records_and_a_trace(
     [prompt] = [e for e in entries if e["method"] == "session/prompt" and e["direction"] == "to_agent"]
     traceparent = prompt["payload"]["params"]["_meta"]["traceparent"]
     assert traceparent.startswith(f"00-{run.trace_id.hex()}-{turn.span_id.hex()}-")
+    # Claude Code's process has the run's trace context in its environment (TRACEPARENT, the
+    # OpenTelemetry environment carrier), naming the run's span: it started before the turn.
+    claude = [env for env in environments if env.get("TRACEPARENT")]
+    assert claude, [sorted(env) for env in environments]
+    assert {env["TRACEPARENT"].rsplit("-", 1)[0] for env in claude} == {f"00-{run.trace_id.hex()}-{run.span_id.hex()}"}
 
 
 def closed_port() -> int:
@@ -183,8 +208,10 @@ async def test_otel_sdk_disabled_sends_nothing(settings: Settings, repo: Path, m
         monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
         async with Baton(configured) as baton:
             assert baton.telemetry is None
-        _run_id, entries, _gate = await approved_run(configured, repo, "go")
+        environments: list[dict[str, str]] = []
+        _run_id, entries, _gate = await approved_run(configured, repo, "go", environments)
         assert not [e for e in entries if e["method"] == "_baton/trace"]
+        assert environments and not [env for env in environments if "TRACEPARENT" in env]
         prompt = next(e for e in entries if e["method"] == "session/prompt" and e["direction"] == "to_agent")
         assert "traceparent" not in (prompt["payload"]["params"].get("_meta") or {})
     assert receiver.received.raw == []

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -319,17 +320,24 @@ async def test_the_commit_observer_sees_each_committed_entry_once_in_order_redac
     log: SessionLog, run_id: str
 ) -> None:
     seen: list[LogEntry] = []
-    log.observe_commits(seen.extend)
+    texts: list[str] = []
+
+    def observe(entries: list[LogEntry], payloads: list[str]) -> None:
+        seen.extend(entries)
+        texts.extend(payloads)
+
+    log.observe_commits(observe)
     for n in range(50):
         log.append(run_id, "to_agent", "m", {**message(n), "secret": "canary-secret-1234"})
     await log.flush()
     assert [entry["seq"] for entry in seen] == list(range(1, 51))
     assert all(entry["payload"]["secret"] == REDACTED for entry in seen)
     assert seen == await log.read(run_id)
+    assert [json.loads(text) for text in texts] == [entry["payload"] for entry in seen]  # the text as committed
 
 
 async def test_an_observer_that_raises_costs_nothing_but_itself(log: SessionLog, run_id: str) -> None:
-    def broken(entries: list[LogEntry]) -> None:
+    def broken(entries: list[LogEntry], texts: list[str]) -> None:
         raise RuntimeError("the telemetry broke")
 
     log.observe_commits(broken)

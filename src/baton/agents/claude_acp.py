@@ -50,14 +50,19 @@ class ClaudeAcpSetting:
     mode: str  # default | acceptEdits | plan | dontAsk | bypassPermissions
     ask_every_tool: bool
 
-    def session_meta(self) -> dict[str, Any]:
-        """``_meta`` of ``session/new``: Claude Code reads the run's user settings and nothing else."""
+    def session_meta(self, instructions: str | None = None) -> dict[str, Any]:
+        """``_meta`` of ``session/new``: Claude Code reads the run's user settings and nothing else
+        (no ``CLAUDE.md`` of the working tree: that is the ``project`` source); the repository's
+        ``instructions`` are appended to its system prompt."""
         options: dict[str, Any] = {"settingSources": ["user"]}
         if self.ask_every_tool:
             # Glob and Grep run without asking whatever a hook or an ask rule says, even on
             # paths outside the workspace (found here): they are not offered; Bash (gated) can search.
             options["disallowedTools"] = list(UNGATED_TOOLS)
-        return {"claudeCode": {"options": options}}
+        meta: dict[str, Any] = {"claudeCode": {"options": options}}
+        if instructions:
+            meta["systemPrompt"] = {"append": instructions}
+        return meta
 
 
 def write_claude_acp_settings(config_dir: Path, setting: ClaudeAcpSetting) -> Path:
@@ -91,6 +96,6 @@ def claude_acp_command(context: LaunchContext, executable: Path) -> AgentCommand
         env=env,
         cwd=context.workspace,
         run_id=context.run_id,
-        session_meta=setting.session_meta(),
+        session_meta=setting.session_meta(context.instructions),
         session_mode=setting.mode,
     )

@@ -8,6 +8,8 @@ baton writes a fresh home for every run (``BATON_HOME/runs/<run>/agent-home/code
   request and stream retries set to ``model_max_retries`` when configured (``--scenario`` and
   the tests use 0: an API error fails the turn at once), else Codex's own defaults;
 - analytics, feedback, update checks, plugins and the web search tool off;
+- the repository's instructions (baton.workspaces.instructions) as ``developer_instructions``,
+  and ``project_doc_max_bytes = 0``: Codex reads no ``AGENTS.md`` of the working tree itself;
 - the approval policy and sandbox that the registry's mode matrix gives baton's mode, and
   execpolicy rules (``rules/baton.rules``) that make Codex ask even for the commands it
   treats as safe, where the matrix needs every command to reach baton's Gatekeeper.
@@ -83,7 +85,9 @@ class CodexSetting:
 
 
 def _toml_string(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a valid TOML basic string
+    # A JSON string is a TOML basic string, but for the \u escapes of surrogates (emoji, with
+    # ensure_ascii) and a raw DEL, which TOML refuses: keep non-ASCII as is, escape DEL.
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def write_codex_home(
@@ -93,6 +97,7 @@ def write_codex_home(
     model: str | None,
     setting: CodexSetting,
     max_retries: int | None = None,
+    instructions: str | None = None,
 ) -> Path:
     """Write ``config.toml`` (and the rules file) into ``home``; returns ``home``."""
     home.mkdir(parents=True, exist_ok=True)
@@ -107,6 +112,10 @@ def write_codex_home(
         f"sandbox_mode = {_toml_string(setting.sandbox_mode)}",
         'web_search = "disabled"',
         "check_for_update_on_startup = false",
+        # The repository's instructions come from baton (its base commit), never Codex's own
+        # reading of AGENTS.md in the working tree.
+        "project_doc_max_bytes = 0",
+        *([f"developer_instructions = {_toml_string(instructions)}"] if instructions else []),
         "",
         "[tools]",
         "view_image = false",
@@ -188,6 +197,7 @@ def codex_command(context: LaunchContext, executable: Path) -> AgentCommand:
         model=context.model,
         setting=setting,
         max_retries=context.max_retries,
+        instructions=context.instructions,
     )
     env = codex_environment(
         run_id=context.run_id,

@@ -5,7 +5,11 @@ baton writes a fresh home for every run (``BATON_HOME/runs/<run>/agent-home``, G
 and checkpointing off) and, where the mode matrix needs every call to reach baton's
 Gatekeeper, ``.gemini/policies/baton.toml``: a user-tier rule that answers ``ask_user`` for
 every tool, above Gemini CLI's built-in rules that allow reads, searches and some commands.
-The model endpoint comes from ``GOOGLE_GEMINI_BASE_URL`` and ``GEMINI_API_KEY``.
+The model endpoint comes from ``GOOGLE_GEMINI_BASE_URL`` and ``GEMINI_API_KEY``. The
+repository's instructions (from the base commit) are its global memory, ``.gemini/GEMINI.md`` of
+that home. Gemini CLI still reads the working tree's ``GEMINI.md`` itself: it does so in every
+folder it trusts, and baton trusts the workspace (``GEMINI_CLI_TRUST_WORKSPACE``; an untrusted
+folder forces its default approval mode); no setting of 0.61 turns that reading off.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ class GeminiSetting:
     ask_every_tool: bool
 
 
-def write_gemini_home(home: Path, setting: GeminiSetting, model: str | None) -> Path:
-    """``home/.gemini/settings.json`` and the policy file; returns ``home``."""
+def write_gemini_home(home: Path, setting: GeminiSetting, model: str | None, instructions: str | None = None) -> Path:
+    """``home/.gemini/settings.json``, the policy file and the instructions (Gemini CLI's global
+    memory, ``home/.gemini/GEMINI.md``); returns ``home``."""
     gemini = home / ".gemini"
     (gemini / "policies").mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
@@ -57,6 +62,11 @@ def write_gemini_home(home: Path, setting: GeminiSetting, model: str | None) -> 
         policy.write_text(ASK_EVERY_TOOL_POLICY)
     elif policy.exists():
         policy.unlink()
+    memory = gemini / "GEMINI.md"
+    if instructions is not None:
+        memory.write_text(instructions)
+    else:
+        memory.unlink(missing_ok=True)
     return home
 
 
@@ -88,7 +98,7 @@ def gemini_command(context: LaunchContext, executable: Path) -> AgentCommand:
     """Write the run's Gemini home and return how to start ``gemini --acp`` for it."""
     setting = native_setting(context, GeminiSetting, "gemini")
     node = node_program(context, "gemini")
-    home = write_gemini_home(context.agent_home, setting, context.model)
+    home = write_gemini_home(context.agent_home, setting, context.model, context.instructions)
     env = gemini_environment(
         run_id=context.run_id,
         home=home,

@@ -31,6 +31,7 @@ class SubprocessLaunch:
     model: str | None
     sandbox: SandboxPlan | None = None  # the run's sandbox (the command's own files are added to it)
     network: SandboxNetwork | None = None  # the sandbox's own network, when it isolates it
+    instructions: str | None = None  # the repository's instructions (LaunchContext.instructions)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class PreparedAgent:
             setting=self.setting.config,
             max_retries=self.max_retries,
             sandboxed=launch.sandbox is not None and launch.sandbox.filesystem,
+            instructions=launch.instructions if self.entry.instruction_files else None,
         )
         command = self.entry.launch(context, self.executable)
         if launch.sandbox is not None:

@@ -5,7 +5,9 @@ home) and its whole configuration in ``OPENCODE_CONFIG_CONTENT``: the Anthropic 
 ``ANTHROPIC_BASE_URL`` (key from ``ANTHROPIC_API_KEY``), the model, updates and sharing off,
 and — where the mode matrix needs every call to reach baton's Gatekeeper — ``permission:
 {"*": "ask"}``. It runs with ``--pure`` (no external plugins) and model-catalog fetches, LSP
-downloads and default plugins off.
+downloads and default plugins off; with ``OPENCODE_DISABLE_PROJECT_CONFIG`` it reads no
+``AGENTS.md``/``CLAUDE.md`` (nor ``opencode.json``) of the working tree: the repository's
+instructions, from the base commit, are a file of the agent home named in ``instructions``.
 
 Its tool calls are annotated before they are logged (:func:`opencode_annotation`): the call's
 announcement is titled with OpenCode's tool name (``write``, ``bash``), later updates with a
@@ -35,6 +37,7 @@ __all__ = [
     "opencode_binary",
     "opencode_command",
     "opencode_config",
+    "write_opencode_instructions",
 ]
 
 DEFAULT_OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
@@ -69,7 +72,9 @@ def opencode_binary() -> str:
     return f"node_modules/opencode-linux-{npm_arch()}/bin/opencode"
 
 
-def opencode_config(setting: OpenCodeSetting, base_url: str | None, model: str | None) -> dict[str, Any]:
+def opencode_config(
+    setting: OpenCodeSetting, base_url: str | None, model: str | None, instructions: Path | None = None
+) -> dict[str, Any]:
     config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
         "model": model if model and "/" in model else (f"anthropic/{model}" if model else DEFAULT_OPENCODE_MODEL),
@@ -80,7 +85,21 @@ def opencode_config(setting: OpenCodeSetting, base_url: str | None, model: str |
         config["provider"] = {"anthropic": {"options": {"baseURL": base_url.rstrip("/") + "/v1"}}}
     if setting.permission is not None:
         config["permission"] = dict(setting.permission)
+    if instructions is not None:
+        config["instructions"] = [str(instructions)]
     return config
+
+
+def write_opencode_instructions(home: Path, text: str | None) -> Path | None:
+    """The repository's instructions as a file of the agent home (OpenCode's ``instructions``
+    are files), or None (and no file) when there are none."""
+    path = home / "baton-instructions" / "AGENTS.md"
+    if text is None:
+        path.unlink(missing_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 def opencode_annotation(tool_call: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +130,7 @@ def opencode_command(context: LaunchContext, executable: Path) -> AgentCommand:
     setting = native_setting(context, OpenCodeSetting, "opencode")
     home = context.agent_home
     home.mkdir(parents=True, exist_ok=True)
+    instructions = write_opencode_instructions(home, context.instructions)
     env = allowed_environment(context.parent, context.passthrough)
     env.update(
         {
@@ -120,11 +140,17 @@ def opencode_command(context: LaunchContext, executable: Path) -> AgentCommand:
             "XDG_CACHE_HOME": str(home / "cache"),
             "XDG_STATE_HOME": str(home / "state"),
             "ANTHROPIC_API_KEY": context.api_key,
-            "OPENCODE_CONFIG_CONTENT": json.dumps(opencode_config(setting, context.base_url, context.model)),
+            "OPENCODE_CONFIG_CONTENT": json.dumps(
+                opencode_config(setting, context.base_url, context.model, instructions)
+            ),
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            # No AGENTS.md/CLAUDE.md (nor opencode.json) of the working tree: the repository's
+            # instructions come from baton (its base commit), in ``instructions``.
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+            "OPENCODE_DISABLE_CLAUDE_CODE_PROMPT": "1",
             RUN_ID_VARIABLE: context.run_id,
         }
     )

@@ -113,6 +113,11 @@ class AgentEntry:
     # Runs the input a human edited on approval (updated_input) instead of the one it proposed.
     # An ACP agent has no such field in its permission answer (only options), so it cannot.
     applies_edits: bool = False
+    # The repository's instruction files the agent is given, in order (docs/agents.md "Repository
+    # instructions"): read from the run's base commit, for a trusted repository only, and handed
+    # over through the agent's system-prompt channel (its launch recipe, LaunchContext.instructions).
+    # Empty: the agent has no such channel here, and is given none.
+    instruction_files: tuple[str, ...] = ()
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -163,6 +168,7 @@ class AgentEntry:
             ],
             "tools": dict(self.tool_names),
             "applies_edits": self.applies_edits,
+            "instruction_files": list(self.instruction_files),
         }
 
 
@@ -333,13 +339,15 @@ CODEX = AgentEntry(
     config_recipe=(
         "CODEX_HOME/config.toml: provider `baton` from OPENAI_BASE_URL (wire_api responses, env_key OPENAI_API_KEY, "
         "retries 0), model, approval_policy and sandbox_mode of the chosen native setting, analytics, feedback, "
-        "update checks and plugins off; CODEX_HOME/rules/baton.rules for ask-all"
+        "update checks and plugins off; developer_instructions = the repository's instructions, "
+        "project_doc_max_bytes = 0 (no AGENTS.md of the working tree); CODEX_HOME/rules/baton.rules for ask-all"
     ),
     tool_names={"exec_command": "Bash", "apply_patch": "Edit", "write_stdin": "Bash", "view_image": "Read"},
     bound_input=codex_bound_input,
     settings=(_AUTO, _ASK_ALL),
     tool_calls=codex_tool_calls,
     launch=codex_command,
+    instruction_files=("AGENTS.md",),
 )
 
 CLAUDE = AgentEntry(
@@ -348,7 +356,10 @@ CLAUDE = AgentEntry(
     version="claude-agent-sdk (bundled Claude Code)",
     command=("in-process",),
     env_recipe="see baton.agents.claude.environment",
-    config_recipe="setting_sources=[], strict_mcp_config, a PreToolUse hook on every tool",
+    config_recipe=(
+        "setting_sources=[], strict_mcp_config, a PreToolUse hook on every tool, "
+        "the repository's instructions appended to the claude_code system prompt"
+    ),
     tool_names={},
     bound_input=claude_bound_input,
     reports_cost=True,
@@ -362,6 +373,7 @@ CLAUDE = AgentEntry(
             evidence="tests/runs/test_claude_host.py",
         ),
     ),
+    instruction_files=("CLAUDE.md", "AGENTS.md"),
 )
 
 # -- Claude through claude-agent-acp ------------------------------------------------------------
@@ -430,7 +442,8 @@ CLAUDE_ACP = AgentEntry(
     ),
     config_recipe=(
         "CLAUDE_CONFIG_DIR/settings.json: a PreToolUse hook on every tool answering ask; session/new with "
-        "_meta.claudeCode.options.settingSources = [user]; session/set_mode default after session/new"
+        "_meta.claudeCode.options.settingSources = [user], _meta.systemPrompt.append = the repository's "
+        "instructions; session/set_mode default after session/new"
     ),
     tool_names={},
     bound_input=claude_acp_bound_input,
@@ -438,6 +451,7 @@ CLAUDE_ACP = AgentEntry(
     tool_calls=claude_acp_tool_calls,
     launch=claude_acp_command,
     provider="anthropic",
+    instruction_files=("CLAUDE.md", "AGENTS.md"),
 )
 
 # -- Gemini CLI --------------------------------------------------------------------------------
@@ -540,7 +554,8 @@ GEMINI = AgentEntry(
     ),
     config_recipe=(
         "HOME/.gemini/settings.json: gemini-api-key auth, statistics, telemetry, updates and checkpointing off, "
-        "the model; HOME/.gemini/policies/baton.toml for ask-all; `--acp -m MODEL`; session/set_mode after session/new"
+        "the model; HOME/.gemini/GEMINI.md = the repository's instructions (its global memory); "
+        "HOME/.gemini/policies/baton.toml for ask-all; `--acp -m MODEL`; session/set_mode after session/new"
     ),
     tool_names={},
     bound_input=gemini_bound_input,
@@ -551,6 +566,7 @@ GEMINI = AgentEntry(
     # Through a client's fs, write_file of a new file fails: Gemini CLI reads it first and does not
     # recognise the JSON-RPC "Resource not found" error as ENOENT (0.61).
     client_fs=False,
+    instruction_files=("GEMINI.md", "AGENTS.md"),
 )
 
 # -- OpenCode ----------------------------------------------------------------------------------
@@ -571,12 +587,15 @@ OPENCODE = AgentEntry(
     command=(opencode_binary(),),
     env_recipe=(
         "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME and XDG_* in the run's agent home; ANTHROPIC_API_KEY; "
-        "OPENCODE_CONFIG_CONTENT; OPENCODE_DISABLE_{AUTOUPDATE,MODELS_FETCH,LSP_DOWNLOAD,DEFAULT_PLUGINS}=1; "
+        "OPENCODE_CONFIG_CONTENT; OPENCODE_DISABLE_{AUTOUPDATE,MODELS_FETCH,LSP_DOWNLOAD,DEFAULT_PLUGINS,"
+        "PROJECT_CONFIG,CLAUDE_CODE_PROMPT}=1; "
         "BATON_RUN_ID"
     ),
     config_recipe=(
         "OPENCODE_CONFIG_CONTENT: provider anthropic at ANTHROPIC_BASE_URL/v1, the model (anthropic/…), autoupdate "
-        'and share off, permission {"*": "ask"}; `opencode acp --pure`'
+        'and share off, permission {"*": "ask"}, instructions = the repository\'s (files in the agent home); '
+        "OPENCODE_DISABLE_PROJECT_CONFIG=1 (no AGENTS.md/CLAUDE.md or opencode.json of the working tree); "
+        "`opencode acp --pure`"
     ),
     tool_names={},
     bound_input=acp_bound_input,
@@ -585,6 +604,7 @@ OPENCODE = AgentEntry(
     launch=opencode_command,
     provider="anthropic",
     annotation=opencode_annotation,
+    instruction_files=("AGENTS.md",),
 )
 
 AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE)}

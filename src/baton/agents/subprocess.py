@@ -1,7 +1,8 @@
 """Subprocess ACP agents: baton spawns the agent itself and speaks ACP over its stdio.
 
 The child gets its own session (so it and everything it starts can be killed as a group), an
-environment built only from an allow-list (the registry's recipe, plus ``BATON_RUN_ID``), the
+environment built only from an allow-list (the registry's recipe, plus ``BATON_RUN_ID`` and what
+the executor adds: the run's ``TRACEPARENT`` when traces are exported), the
 workspace as its cwd, pipes for stdin and stdout, and its stderr drained into the log as
 bounded ``_baton/console`` entries (see :mod:`baton.agents.line_transport`).
 
@@ -59,6 +60,9 @@ class LaunchContext:
     setting: object  # the chosen NativeSetting's agent-specific config
     max_retries: int | None = None  # model API retries; None: the agent's default
     sandboxed: bool = False  # the filesystem is confined (the user's home is not there)
+    # The repository's instructions for the agent (baton.workspaces.instructions), handed over
+    # through its system-prompt channel; None: none are given.
+    instructions: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,11 @@ class SubprocessAgent:
     def network(self) -> SandboxNetwork | None:
         return self.command.network
 
-    async def start(self) -> Transport:
+    async def start(self, *, environment: Mapping[str, str] | None = None) -> Transport:
         if self.process is not None or self._closed:
             raise RuntimeError("an agent process starts once")
         command = self.command
-        env = dict(command.env)
+        env = {**command.env, **(environment or {})}
         env[RUN_ID_VARIABLE] = command.run_id
         try:
             self.process = await spawn_contained(

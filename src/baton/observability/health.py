@@ -16,18 +16,15 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from baton.observability.config import Signal
 
-__all__ = ["CountedLogExporter", "CountedMetricExporter", "CountedSpanExporter", "ExportHealth"]
+__all__ = ["CountedMetricExporter", "CountedSpanExporter", "ExportHealth"]
 
 _log = logging.getLogger("baton.observability")
 
@@ -120,20 +117,6 @@ def _silence_the_sdk() -> _Reasons:
         sdk.addHandler(_REASONS)
         sdk.propagate = False
     return _REASONS
-
-
-class CountedLogExporter(OTLPLogExporter):
-    def __init__(self, health: ExportHealth, endpoint: str, **options: Any) -> None:
-        super().__init__(endpoint=endpoint, **options)
-        self._health, self._url = health, endpoint
-
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        result = super().export(batch)
-        if result is LogRecordExportResult.SUCCESS:
-            self._health.exported("logs", len(batch))
-        else:
-            self._health.failed("logs", len(batch), self._url)
-        return result
 
 
 class CountedSpanExporter(OTLPSpanExporter):

@@ -2,11 +2,16 @@
 
 One record per entry: ``body`` is the entry as ``baton logs --json`` prints it (JSON text of
 ``{run_id, seq, ts, direction, method, payload}``), attributes ``seq``, ``direction`` and
-``event_type`` (the method; absent for a response to an unknown request); the
-time is the entry's ``ts``. The resource is the process's (``service.name``, the configured
-attributes) plus ``run_id``, ``task_id``, ``agent`` and ``owner``: a ``LoggerProvider`` per run,
-all of them feeding one batching processor (a batch every 500 ms or 512 records). The records
-are built on a thread of baton's (:class:`RecordPump`), off the event loop.
+``event_type`` (the method; absent for a response to an unknown request); the time is the
+entry's ``ts``; the trace context is the run's current span. The resource is the process's
+(``service.name``, the configured attributes) plus ``run_id``, ``task_id``, ``agent`` and
+``owner``.
+
+baton encodes the records itself (:mod:`baton.observability.otlp_logs`), on one thread of its
+own (:class:`LogExport`): the event loop only hands the committed entries over (a deque
+append); the thread encodes them a batch at a time (every 500 ms, or as soon as 512 wait) and
+posts each batch through the SDK's OTLP/HTTP exporter (its endpoint, headers, timeout,
+compression, TLS and retries: the standard ``OTEL_EXPORTER_OTLP_*`` configuration).
 """
 
 from __future__ import annotations
@@ -15,101 +20,182 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
+from typing import Any, Final
 
-from opentelemetry._logs import SeverityNumber
-from opentelemetry.context import Context
-from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
 from baton.events.entry import LogEntry
 from baton.observability.health import ExportHealth
-from baton.observability.traces import RunTrace, ts_nanos
-from baton.store.redact import encode_json
+from baton.observability.otlp_logs import (
+    body_prefix,
+    context_fields,
+    encode_request,
+    encode_resource_logs_head,
+    record_bytes,
+)
+from baton.observability.traces import RunTrace
 
-__all__ = ["RecordPump", "RunLogRecords"]
+__all__ = ["LogExport", "OtlpLogPoster", "RunLogRecords"]
 
 _log = logging.getLogger("baton.observability")
 
+BATCH_SECONDS: Final = 0.5  # a batch at most this long after its first entry
+BATCH_RECORDS: Final = 512  # … or as soon as this many wait
+REQUEST_RECORDS: Final = 4096  # records in one export request at most
+_CHUNK: Final = 256  # records encoded between two yields of the interpreter lock
+WAITING_LIMIT: Final = 100_000  # past this many waiting, a group is dropped (and counted)
 
-class RecordPump:
-    """Builds the SDK's log records on a thread of its own: the event loop only hands the
-    committed entries over (a deque append). At most ``limit`` entries wait; past that a group
-    is dropped, and counted as not exported."""
 
-    def __init__(self, health: ExportHealth, limit: int = 20_000) -> None:
-        self._health = health
-        self._limit = limit
-        self._waiting = 0
-        self._groups: deque[tuple[RunLogRecords, list[LogEntry], Context | None, int]] = deque()
-        self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._work, name="baton-otel-records", daemon=True)
-        self._thread.start()
+class OtlpLogPoster(OTLPLogExporter):
+    """The SDK's OTLP/HTTP log exporter, given the request's bytes rather than SDK records."""
 
-    def put(self, records: RunLogRecords, entries: list[LogEntry], context: Context | None) -> None:
-        self._health.emitted("logs", len(entries))
-        if self._waiting + len(entries) > self._limit:
-            return  # counted as emitted, never exported: the summary says so
-        self._waiting += len(entries)
-        self._idle.clear()
-        self._groups.append((records, entries, context, time.time_ns()))
-        self._wake.set()
+    def __init__(self, health: ExportHealth, endpoint: str, **options: Any) -> None:
+        super().__init__(endpoint=endpoint, **options)
+        self._health, self._url = health, endpoint
 
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every group handed over is built (and queued for export)."""
-        return self._idle.wait(timeout)
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    def _work(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            while self._groups:
-                records, entries, context, observed = self._groups.popleft()
-                try:
-                    records.build(entries, context, observed)
-                except Exception:  # never the run's problem; the entries count as lost
-                    _log.exception("building OpenTelemetry log records failed")
-                self._waiting -= len(entries)
-            self._idle.set()
-            if self._stopping:
-                return
+    def post(self, body: bytes, items: int) -> bool:
+        """POST one encoded ``ExportLogsServiceRequest`` (retried within the timeout); counted."""
+        try:
+            ok = self._client.export(body).success
+        except Exception:  # a transport that raises: the batch is lost like any other failure
+            _log.debug("the OTLP log export raised", exc_info=True)
+            ok = False
+        if ok:
+            self._health.exported("logs", items)
+        else:
+            self._health.failed("logs", items, self._url)
+        return ok
 
 
 class RunLogRecords:
-    """The log records of one run."""
+    """The log records of one run: its resource (encoded once) and the span its records name."""
 
     def __init__(
-        self, resource: Resource, processor: LogRecordProcessor, trace: RunTrace | None, pump: RecordPump
+        self, run_id: str, attributes: Mapping[str, Any], schema_url: str, trace: RunTrace | None, export: LogExport
     ) -> None:
-        self._pump = pump
-        self._provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        self._provider.add_log_record_processor(processor)
-        self._logger = self._provider.get_logger("baton.session_log")
+        self.head = encode_resource_logs_head(attributes, schema_url)
+        self.prefix = body_prefix(run_id)
+        self._export = export
         self._trace = trace
+        self._span: tuple[int, int, int] = (0, 0, 0)
+        self._context = b""
 
-    def emit(self, entries: list[LogEntry]) -> None:
-        """Hand committed entries over (on the event loop): the records are built on the pump."""
-        context = self._trace.current_context() if self._trace is not None and not self._trace.ended else None
-        self._pump.put(self, entries, context)
+    def emit(self, entries: list[LogEntry], texts: list[str]) -> None:
+        """Hand committed entries (and their payloads' text) over, on the event loop: they are
+        encoded on the export's thread."""
+        trace = self._trace
+        if trace is not None and not trace.ended:
+            span = trace.current_span_ids()
+            if span != self._span:
+                self._span, self._context = span, context_fields(*span)
+        self._export.put(self, entries, texts, self._context)
 
-    def build(self, entries: list[LogEntry], context: Context | None, observed: int) -> None:
-        emit = self._logger.emit
-        for entry in entries:
-            attributes: dict[str, str | int] = {"seq": entry["seq"], "direction": entry["direction"]}
-            if entry["method"] is not None:
-                attributes["event_type"] = entry["method"]
-            emit(
-                timestamp=ts_nanos(entry["ts"]),
-                observed_timestamp=observed,
-                context=context,
-                severity_number=SeverityNumber.INFO,
-                severity_text="INFO",
-                body=encode_json(entry),
-                attributes=attributes,
-            )
+
+_Group = tuple[RunLogRecords, list[LogEntry], list[str], bytes, int]  # entries, their texts, context, observed
+
+
+class LogExport:
+    """Encodes and exports the log records of every run, in batches, on a thread of its own.
+
+    :meth:`put` is called on the event loop only. At most ``WAITING_LIMIT`` entries wait; past
+    that a group is dropped, and counted as not exported (the summary says so)."""
+
+    def __init__(self, poster: OtlpLogPoster, health: ExportHealth) -> None:
+        self._poster = poster
+        self._health = health
+        self._groups: deque[_Group] = deque()
+        self._put = 0  # entries handed over (the loop writes it)
+        self._taken = 0  # entries taken by the thread (it writes it)
+        self._first_at: float | None = None  # when the oldest waiting group came (monotonic)
+        self._wake = threading.Event()
+        self._done = threading.Condition()
+        self._done_upto = 0  # entries exported or given up
+        self._flush_upto = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._work, name="baton-otel-logs", daemon=True)
+        self._thread.start()
+
+    def put(self, run: RunLogRecords, entries: list[LogEntry], texts: list[str], context: bytes) -> None:
+        count = len(entries)
+        self._health.emitted("logs", count)
+        waiting = self._put - self._taken
+        if waiting + count > WAITING_LIMIT:
+            return  # counted as emitted, never exported
+        if waiting == 0:
+            self._first_at = time.monotonic()
+        self._groups.append((run, entries, texts, context, time.time_ns()))
+        self._put += count
+        # The thread is woken for the first group (its batch's clock starts) and for a full batch.
+        if (waiting == 0 or waiting + count >= BATCH_RECORDS) and not self._wake.is_set():
+            self._wake.set()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Export everything handed over so far; wait (at most ``timeout``) until it is sent or given up."""
+        target = self._put
+        with self._done:
+            self._flush_upto = max(self._flush_upto, target)
+            self._wake.set()
+            return self._done.wait_for(lambda: self._done_upto >= target or not self._thread.is_alive(), timeout)
+
+    def shutdown(self, timeout: float) -> None:
+        """Export what waits, within ``timeout`` seconds; then abort whatever is still retrying."""
+        self._stopping = True
+        self.flush(timeout)
+        self._poster.shutdown()  # type: ignore[no-untyped-call]
+
+    def _due(self) -> float | None:
+        """Seconds until the waiting entries are due (0: now), or None when none wait."""
+        if self._put - self._taken <= 0:
+            return None
+        if self._stopping or self._flush_upto > self._taken or self._put - self._taken >= BATCH_RECORDS:
+            return 0.0
+        first = self._first_at
+        return 0.0 if first is None else max(first + BATCH_SECONDS - time.monotonic(), 0.0)
+
+    def _work(self) -> None:
+        while True:
+            due = self._due()
+            if due is None:
+                if self._stopping:
+                    return
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            if due > 0:
+                self._wake.wait(due)
+                self._wake.clear()
+                continue
+            self._send(self._take())
+
+    def _take(self) -> list[_Group]:
+        taken: list[_Group] = []
+        count = 0
+        groups = self._groups
+        while groups and count < REQUEST_RECORDS:
+            group = groups.popleft()
+            taken.append(group)
+            count += len(group[1])
+        if groups:
+            self._first_at = time.monotonic()  # what is left is due at once anyway (a full batch)
+        self._taken += count
+        return taken
+
+    def _send(self, taken: list[_Group]) -> None:
+        count = sum(len(group[1]) for group in taken)
+        try:
+            by_run: dict[int, tuple[tuple[bytes, bytes], list[bytes]]] = {}
+            for run, entries, texts, context, observed in taken:
+                _head, records = by_run.setdefault(id(run), (run.head, []))
+                for start in range(0, len(entries), _CHUNK):
+                    end = start + _CHUNK
+                    records.extend(record_bytes(entries[start:end], texts[start:end], run.prefix, context, observed))
+                    # Let the event loop and the log's writer have the interpreter: a thread that
+                    # keeps it makes each of theirs wait a switch interval (5 ms) to get it back.
+                    time.sleep(0)
+            self._poster.post(encode_request(by_run.values()), count)
+        except Exception:  # never the run's problem; the entries count as lost
+            _log.exception("exporting OpenTelemetry log records failed")
+        with self._done:
+            self._done_upto += count
+            self._done.notify_all()

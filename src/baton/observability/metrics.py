@@ -27,6 +27,7 @@ METRIC_NAMES = (
     "baton_runs_finished",
     "baton_runs_failed",
     "baton_runs_cancelled",
+    "baton_runs_running",
     "baton_run_duration",
     "baton_gate_wait",
     "baton_gates_pending",
@@ -62,6 +63,9 @@ class RunMetrics:
         self._finished = meter.create_counter("baton_runs_finished", description="Runs that finished, by agent")
         self._failed = meter.create_counter("baton_runs_failed", description="Runs that failed, by agent and code")
         self._cancelled = meter.create_counter("baton_runs_cancelled", description="Runs cancelled, by agent")
+        self._running = meter.create_up_down_counter(
+            "baton_runs_running", description="Runs executing in this process now, by agent"
+        )
         self._duration = meter.create_histogram(
             "baton_run_duration",
             unit="s",
@@ -89,6 +93,7 @@ class RunMetrics:
             description="Telemetry items the collector did not get, by signal",
         )
         self._agents: dict[str, str] = {}  # run id -> agent
+        self._executing: dict[str, str] = {}  # run id -> agent, of the runs counted as running
         self._costs: dict[str, float] = {}  # run id -> the agent's running total
         self._gates: dict[str, tuple[str, float]] = {}  # gate id -> kind, opened (s)
         self._tool_kinds: dict[tuple[str, Any], str] = {}  # (run, request id) -> kind
@@ -115,6 +120,8 @@ class RunMetrics:
                 self._permission(entry)
 
     def end_run(self, run_id: str) -> None:
+        """The execution is over (its trace ended: an ending status, or the process stops)."""
+        self._not_running(run_id)
         self._agents.pop(run_id, None)
         self._costs.pop(run_id, None)
 
@@ -127,6 +134,12 @@ class RunMetrics:
             self._agents[run_id] = agent
             self._started.add(1, {"agent": agent})
         elif method == "_baton/status":
+            if params.get("status") == "running":
+                if run_id not in self._executing:
+                    self._executing[run_id] = agent
+                    self._running.add(1, {"agent": agent})
+            else:  # paused (parked), finished, failed, cancelled
+                self._not_running(run_id)
             self._status(params, agent)
         elif method == "_baton/turn_complete":
             self._usage(run_id, agent, params)
@@ -141,6 +154,11 @@ class RunMetrics:
                 self._gates_pending.add(-1, {"kind": kind})
                 decision = str(params.get("decision") or "unknown")
                 self._gate_wait.record(max(_seconds(entry["ts"]) - at, 0.0), {"kind": kind, "decision": decision})
+
+    def _not_running(self, run_id: str) -> None:
+        agent = self._executing.pop(run_id, None)
+        if agent is not None:
+            self._running.add(-1, {"agent": agent})
 
     def _status(self, params: dict[str, Any], agent: str) -> None:
         status = params.get("status")

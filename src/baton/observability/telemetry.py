@@ -19,7 +19,6 @@ from typing import Any, Final
 from wsgiref.simple_server import WSGIServer
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -27,8 +26,8 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 
 from baton.events.entry import LogEntry
 from baton.observability.config import TelemetryConfig
-from baton.observability.health import CountedLogExporter, CountedMetricExporter, CountedSpanExporter, ExportHealth
-from baton.observability.logs import RecordPump, RunLogRecords
+from baton.observability.health import CountedMetricExporter, CountedSpanExporter, ExportHealth
+from baton.observability.logs import LogExport, OtlpLogPoster, RunLogRecords
 from baton.observability.metrics import RunMetrics
 from baton.observability.model import ModelRequestSpans
 from baton.observability.traces import RunTrace
@@ -36,19 +35,7 @@ from baton.observability.traces import RunTrace
 __all__ = ["RunTelemetry", "Telemetry"]
 
 _KEEP_ENDED: Final = 64  # ended runs kept for entries committed after their last status
-_LOG_BATCH_MS: Final = 500
-
-
-class _RunResource(Resource):
-    """A run's resource, hashed once: the SDK's encoder hashes the resource of every record
-    (a JSON dump of its attributes each time), a tenth of the encoding."""
-
-    def __init__(self, attributes: Any, schema_url: str | None = None) -> None:
-        super().__init__(attributes, schema_url)
-        self._hash = super().__hash__()
-
-    def __hash__(self) -> int:
-        return self._hash
+_SPAN_BATCH_MS: Final = 500
 
 
 class RunTelemetry:
@@ -82,9 +69,9 @@ class RunTelemetry:
         self.trace.stamp_carrier(carrier)
         return {key.upper(): value for key, value in carrier.items()}
 
-    def committed(self, entries: list[LogEntry]) -> None:
+    def committed(self, entries: list[LogEntry], texts: list[str]) -> None:
         if self.records is not None:
-            self.records.emit(entries)
+            self.records.emit(entries, texts)
         if self.trace is not None:
             observe = self.trace.observe
             for entry in entries:
@@ -100,19 +87,13 @@ class Telemetry:
         attributes: dict[str, Any] = {**config.resource_attributes, "service.name": config.service_name}
         self.resource = Resource.create(attributes)
         options: dict[str, Any] = {"headers": dict(config.headers), "timeout": config.timeout_seconds}
-        self._log_processor: BatchLogRecordProcessor | None = None
-        self._pump: RecordPump | None = None
+        self._logs: LogExport | None = None
         self._span_processor: BatchSpanProcessor | None = None
         if (url := config.endpoint("logs")) is not None:
-            self._log_processor = BatchLogRecordProcessor(
-                CountedLogExporter(self.health, url, **options),
-                schedule_delay_millis=_LOG_BATCH_MS,
-                max_queue_size=20_000,
-            )
-            self._pump = RecordPump(self.health)
+            self._logs = LogExport(OtlpLogPoster(self.health, url, **options), self.health)
         if (url := config.endpoint("traces")) is not None:
             self._span_processor = BatchSpanProcessor(
-                CountedSpanExporter(self.health, url, **options), schedule_delay_millis=_LOG_BATCH_MS
+                CountedSpanExporter(self.health, url, **options), schedule_delay_millis=_SPAN_BATCH_MS
             )
         readers: list[MetricReader] = []
         if (url := config.endpoint("metrics")) is not None:
@@ -148,8 +129,7 @@ class Telemetry:
         resource_attributes = dict(identity)
         if owner:
             resource_attributes["owner"] = owner
-        merged = self.resource.merge(Resource(resource_attributes))
-        resource = _RunResource(merged.attributes, merged.schema_url)
+        resource = self.resource.merge(Resource(resource_attributes))
         previous = self._runs.pop(run_id, None)
         if previous is not None and previous.trace is not None:
             previous.trace.end()
@@ -157,8 +137,8 @@ class Telemetry:
         if self._span_processor is not None:
             trace = RunTrace(resource, self._span_processor, identity, on_end=lambda: self._ended(run_id))
         records = None
-        if self._log_processor is not None and self._pump is not None:
-            records = RunLogRecords(resource, self._log_processor, trace, self._pump)
+        if self._logs is not None:
+            records = RunLogRecords(run_id, resource.attributes, resource.schema_url, trace, self._logs)
         run = RunTelemetry(run_id, trace, records)
         self._runs[run_id] = run
         if self.metrics is not None:
@@ -168,22 +148,30 @@ class Telemetry:
     def run(self, run_id: str) -> RunTelemetry | None:
         return self._runs.get(run_id)
 
-    def committed(self, entries: list[LogEntry]) -> None:
-        """The session log's commit hook: every committed entry of every run, in seq order."""
+    def committed(self, entries: list[LogEntry], texts: list[str]) -> None:
+        """The session log's commit hook: every committed entry of every run, in seq order, and
+        the JSON text of each one's payload."""
         if self._closed:
             return
         if self.metrics is not None:
             self.metrics.observe(entries)
-        if self._log_processor is None and self._span_processor is None:
+        if self._logs is None and self._span_processor is None:
             return
-        by_run: dict[str, list[LogEntry]] = {}
-        for entry in entries:
-            by_run.setdefault(entry["run_id"], []).append(entry)
-        for run_id, group in by_run.items():
+        first = entries[0]["run_id"]
+        groups: dict[str, tuple[list[LogEntry], list[str]]]
+        if entries[-1]["run_id"] == first and all(entry["run_id"] == first for entry in entries):
+            groups = {first: (entries, texts)}  # the usual case: one run's entries
+        else:
+            groups = {}
+            for entry, text in zip(entries, texts, strict=True):
+                pair = groups.setdefault(entry["run_id"], ([], []))
+                pair[0].append(entry)
+                pair[1].append(text)
+        for run_id, (group, group_texts) in groups.items():
             run = self._runs.get(run_id)
             if run is None:  # a run this process did not begin (an import, a test's own log)
                 run = self.begin_run(run_id, task_id=None, agent="unknown", owner=None)
-            run.committed(group)
+            run.committed(group, group_texts)
 
     def _ended(self, run_id: str) -> None:
         if self.metrics is not None:
@@ -194,11 +182,10 @@ class Telemetry:
 
     def flush(self) -> None:
         """Export what is queued now (blocking; a collector that is down makes it wait)."""
-        if self._pump is not None:
-            self._pump.drain()
-        for part in (self._log_processor, self._span_processor):
-            if part is not None:
-                part.force_flush()
+        if self._logs is not None:
+            self._logs.flush()
+        if self._span_processor is not None:
+            self._span_processor.force_flush()
 
     def serve_metrics(self, port: int, host: str = "127.0.0.1") -> int:
         """``GET /metrics`` on ``host:port`` (``baton worker --metrics-port``); the bound port."""
@@ -227,10 +214,12 @@ class Telemetry:
                 run.trace.end()
         millis = int(timeout * 1000)
         deadline = time.monotonic() + timeout
-        if self._pump is not None:  # the records still being built go out with the rest
-            self._pump.drain(timeout / 2)
-            self._pump.stop()
-        stops: list[Any] = [part.shutdown for part in (self._log_processor, self._span_processor) if part is not None]
+        stops: list[Any] = []
+        if self._logs is not None:
+            logs = self._logs
+            stops.append(lambda: logs.shutdown(timeout))
+        if self._span_processor is not None:
+            stops.append(self._span_processor.shutdown)
         if self.metrics is not None:
             provider = self.metrics.provider
             stops.append(lambda: provider.shutdown(timeout_millis=millis))

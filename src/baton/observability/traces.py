@@ -93,6 +93,12 @@ class RunTrace:
     def current_context(self) -> Context:
         return trace.set_span_in_context(self.turn) if self.turn is not None else self._run_context
 
+    def current_span_ids(self) -> tuple[int, int, int]:
+        """(trace id, span id, trace flags) of the current span: the turn, else the run."""
+        span = self.turn if self.turn is not None else self.run_span
+        context = span.get_span_context()
+        return context.trace_id, context.span_id, int(context.trace_flags)
+
     def stamp(self, message: dict[str, Any]) -> None:
         """Put ``traceparent`` in ``params._meta`` of a request baton is about to send."""
         method = message.get("method")

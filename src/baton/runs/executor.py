@@ -110,11 +110,13 @@ class RunExecution:
         gate_expiry_seconds: float = 86400.0,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        instructions: dict[str, Any] | None = None,
         telemetry: Telemetry | None = None,
         results: Results | None = None,
     ) -> None:
         self.run_id = run_id
         self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
+        self._instructions = instructions  # the ``_baton/instructions`` note: what the agent was given
         self._results = results  # the branch the run leaves at its end (baton.results)
         self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
         self._run_telemetry: RunTelemetry | None = None
@@ -215,6 +217,8 @@ class RunExecution:
             self._note("trace", trace)
         if self._agent.sandbox is not None:  # where this execution's agent runs (docs/sandbox.md)
             self._note("sandbox", self._agent.sandbox.describe())
+        if self._instructions is not None:  # the repository's instructions (docs/agents.md)
+            self._note("instructions", self._instructions)
         network = self._agent.network
         if network is not None:  # every connection its allow-list proxy sees; its model requests as spans
             network.report_to(lambda decision: self._note("net", decision.to_dict()))
@@ -228,12 +232,14 @@ class RunExecution:
                 outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
+            await asyncio.shield(self._close_network())
             await asyncio.shield(self._close_model(outcome))
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
             code = exc.code if isinstance(exc, AgentError | WorkspaceError) else "agent_error"
             outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+        await self._close_network()
         outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
         return outcome
@@ -247,6 +253,12 @@ class RunExecution:
             await run_setup(
                 step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
             )
+
+    async def _close_network(self) -> None:
+        """End the sandbox network's proxies (the agent closes them when it ends; a run whose
+        setup step failed never started its agent, and its setup's proxies still listen)."""
+        if self._agent.network is not None:
+            await self._agent.network.aclose()
 
     async def _close_model(self, outcome: RunOutcome) -> RunOutcome:
         """Close the run's own model (the cassette is whole then); a replay that met a request
@@ -311,7 +323,9 @@ class RunExecution:
 
     async def _converse(self, cwd: str) -> RunOutcome:
         try:
-            transport = await self._agent.start()
+            # An agent that traces joins the run's trace (W3C TRACEPARENT, docs/observability.md).
+            environment = self._run_telemetry.environment() if self._run_telemetry is not None else None
+            transport = await self._agent.start(environment=environment)
             if self._entry is not None:
                 transport = ReplayTagger(AgentNormalizer(transport, self._entry))
             sink = self._snapshots.sink(self._log) if self._snapshots is not None else self._log

@@ -183,9 +183,12 @@ class PreparedLaunch:
     def in_process(self) -> bool:
         return self.subprocess is None
 
-    def start(self, run_id: str, spec: RunSpec, *, claude: ClaudeSession | None = None) -> LaunchedAgent:
+    def start(
+        self, run_id: str, spec: RunSpec, *, claude: ClaudeSession | None = None, instructions: str | None = None
+    ) -> LaunchedAgent:
         """The agent of one execution of ``run_id`` (the process starts with the execution);
-        ``claude`` for a resumed Claude (ignored for a subprocess agent)."""
+        ``claude`` for a resumed Claude (ignored for a subprocess agent); ``instructions``: the
+        repository's (baton.workspaces.instructions), for the agent's system-prompt channel."""
         self._redact()
         settings = self.launcher.settings
         agent_home = settings.run_dir(run_id) / "agent-home"
@@ -196,10 +199,12 @@ class PreparedLaunch:
             if network is not None:  # the agent holds the placeholder and reaches the model proxy
                 base_url, _ = model_endpoint(self.entry, model.settings, model.parent)
                 prepared = replace(prepared, base_url=base_url, api_key=network.placeholder, parent=model.parent)
-            launch = SubprocessLaunch(run_id, Path(spec.repo).resolve(), agent_home, spec.model, sandbox, network)
+            launch = SubprocessLaunch(
+                run_id, Path(spec.repo).resolve(), agent_home, spec.model, sandbox, network, instructions
+            )
             return LaunchedAgent(prepared.start(launch), self.gatekeeper, self.entry)
         planned = self.gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
-        return LaunchedAgent(InProcessClaude(self._claude_launch(run_id, spec, claude)), planned, None)
+        return LaunchedAgent(InProcessClaude(self._claude_launch(run_id, spec, claude, instructions)), planned, None)
 
     def _network(self, sandbox: SandboxPlan) -> tuple[SandboxNetwork | None, ModelEndpoint]:
         """The agent's own network when its sandbox isolates it (docs/sandbox.md "The network"):
@@ -217,7 +222,9 @@ class PreparedLaunch:
         pointed = pointed_at(model.settings, model.parent, MODEL_URL, placeholder, model.source, scripted=False)
         return SandboxNetwork(sandbox.network, upstream, placeholder), pointed
 
-    def _claude_launch(self, run_id: str, spec: RunSpec, session: ClaudeSession | None) -> ClaudeLaunch:
+    def _claude_launch(
+        self, run_id: str, spec: RunSpec, session: ClaudeSession | None, instructions: str | None
+    ) -> ClaudeLaunch:
         assert self.claude_binary is not None
         settings = self.launcher.settings
         run_dir = settings.run_dir(run_id)
@@ -254,6 +261,7 @@ class PreparedLaunch:
             continues_deferred=session.continues_deferred if session is not None else False,
             sandbox=sandbox,
             network=network,
+            instructions=instructions,
         )
 
     def _redact(self) -> None:

@@ -33,9 +33,10 @@ from baton.runs.resumed_cassettes import bind_resumed, keep_journal, recording_o
 from baton.runs.sandboxing import check_run_sandbox
 from baton.runs.spec import RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
-from baton.runs.workspacing import discarded, made_workspace, recreated_workspace, setup_of
+from baton.runs.workspacing import discarded, instructions_of, made_workspace, recreated_workspace, setup_of
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
+from baton.workspaces.instructions import RepoInstructions
 from baton.workspaces.record import WorkspaceRecord
 from baton.workspaces.setup import WorkspaceSetup
 
@@ -105,26 +106,32 @@ class Preparer:
             executor_id=this_executor_id(),
             exclusive=holds_workspace,
         )
-        return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+        return self._with_model(record, spec, launch, model, ask_human)
 
     def _with_model(
-        self,
-        run_id: str,
-        spec: RunSpec,
-        launch: PreparedLaunch,
-        model: RunModel,
-        ask_human: AskHuman | None,
-        *,
-        setup: WorkspaceSetup | None = None,
+        self, record: RunRecord, spec: RunSpec, launch: PreparedLaunch, model: RunModel, ask_human: AskHuman | None
     ) -> RunExecution:
-        """The execution of a run starting from its beginning, which closes the run's own model when it ends."""
+        """The execution of a run starting from its beginning (its workspace's setup first), which
+        closes the run's own model when it ends."""
+        run_id = record.id
         model.bind(workspace=Path(spec.repo).resolve(), agent_home=self.settings.run_dir(run_id) / "agent-home")
         keep_journal(model, self.settings, run_id)  # what a resume of a replayed run skips
+        instructions = self._instructions(record, launch, spec)
         execution = self._execution(
-            run_id, spec, launch.start(run_id, spec), ask_human, model_source=launch.source, setup=setup
+            run_id,
+            spec,
+            launch.start(run_id, spec, instructions=_given(instructions)),
+            ask_human,
+            model_source=launch.source,
+            setup=setup_of(self.settings, record),
+            instructions=instructions,
         )
         execution.run_model = model
         return execution
+
+    def _instructions(self, record: RunRecord, launch: PreparedLaunch, spec: RunSpec) -> RepoInstructions | None:
+        """The repository's instructions for this execution's agent (docs/agents.md)."""
+        return instructions_of(self.settings, record, launch.entry, Path(spec.repo).resolve())
 
     async def resume(
         self,
@@ -196,18 +203,20 @@ class Preparer:
         if launch.in_process:
             spent = spend_from_log(await self.log.read(plan.run_id))
             session = ClaudeSession(plan.resume_session_id, plan.continues_deferred, spent)
+        instructions = self._instructions(record, launch, plan.spec)
         execution = self._execution(
             plan.run_id,
             plan.spec,
-            launch.start(plan.run_id, plan.spec, claude=session),
+            launch.start(plan.run_id, plan.spec, claude=session, instructions=_given(instructions)),
             ask_human,
             resume=plan.params,
             resumed_from=plan.resumed_from,
             restore=None if launch.in_process else plan.restore,
             model_source=launch.source,
+            instructions=instructions,
         )
         if launch.in_process and plan.resume_session_id is not None:
-            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch)
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions))
         execution.run_model = model
         return plan, execution
 
@@ -234,7 +243,7 @@ class Preparer:
                 exclusive=holds_workspace,
             ):
                 raise RefusedError("run_active", f"run {record.id} was taken over by another process")
-            return self._with_model(record.id, spec, launch, model, ask_human, setup=setup_of(self.settings, record))
+            return self._with_model(record, spec, launch, model, ask_human)
         except BaseException:
             await model.aclose()
             raise
@@ -261,14 +270,14 @@ class Preparer:
             return  # an endpoint run keeps the endpoint it started on as its record
         await self.store.update_run(run_id, request={**request, "model_source": source})
 
-    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch) -> RebuiltFallback:
+    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch, instructions: str | None) -> RebuiltFallback:
         """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
 
         async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
             params: ResumeParams = {**plan.params, "path": "rebuilt"}
             prompt = rebuilt_prompt(plan.conversation, params["prompt"])
             session = ClaudeSession(None, False, spend_from_log(await self.log.read(plan.run_id)))
-            return launch.start(plan.run_id, plan.spec, claude=session).agent, params, prompt
+            return launch.start(plan.run_id, plan.spec, claude=session, instructions=instructions).agent, params, prompt
 
         return rebuilt
 
@@ -284,6 +293,7 @@ class Preparer:
         restore: AgentRestore | None = None,
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
+        instructions: RepoInstructions | None = None,
     ) -> RunExecution:
         self.log.open_run(run_id)
         return RunExecution(
@@ -301,6 +311,7 @@ class Preparer:
             ask_human=ask_human,
             model_source=model_source,
             setup=setup,
+            instructions=instructions.describe() if instructions is not None else None,
             telemetry=self.telemetry,
             results=Results(self.store, self.settings, self.log),
             inbox_poll_seconds=self.settings.inbox_poll_seconds,
@@ -316,6 +327,11 @@ class Preparer:
                 store=self.store,
             ),
         )
+
+
+def _given(instructions: RepoInstructions | None) -> str | None:
+    """What the agent is given of the repository's instructions (None: nothing)."""
+    return instructions.text() if instructions is not None else None
 
 
 def _requested_source(record: RunRecord) -> Any:

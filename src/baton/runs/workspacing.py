@@ -3,6 +3,7 @@
 :func:`made_workspace` makes the workspace before the run is recorded (what cannot be made — a
 ``--base`` that does not exist, a URL that cannot be cloned — refuses the start) and returns the
 spec that works in it; :func:`setup_of` is what runs there before the agent starts;
+:func:`instructions_of` the repository's instructions its agent is given;
 :func:`recreated_workspace` makes a removed worktree or clone again for a resume.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from baton.agents.registry import AgentEntry
 from baton.config import Settings
 from baton.runs.spec import RunSpec
 from baton.runs.workspaces import check_workspace_free
@@ -24,10 +26,11 @@ from baton.workspaces.create import (
     recreate_workspace,
     setup_step,
 )
+from baton.workspaces.instructions import RepoInstructions, read_instructions
 from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
 
-__all__ = ["discarded", "made_workspace", "recreated_workspace", "setup_of"]
+__all__ = ["discarded", "instructions_of", "made_workspace", "recreated_workspace", "setup_of"]
 
 
 async def made_workspace(settings: Settings, store: Store, spec: RunSpec) -> tuple[RunSpec, WorkspaceRecord]:
@@ -63,6 +66,19 @@ def setup_of(settings: Settings, record: RunRecord) -> WorkspaceSetup | None:
     if step is None and skipped is None:
         return None
     return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home")
+
+
+def instructions_of(
+    settings: Settings, record: RunRecord, entry: AgentEntry, workspace: Path
+) -> RepoInstructions | None:
+    """The instruction files of the agent's conventions (``entry.instruction_files``) at the run's
+    base commit, read through the git of ``workspace`` (where this execution works), given when
+    the repository is trusted (baton.workspaces.instructions); None for none, or a run recorded
+    without a workspace."""
+    recorded = workspace_of(record.request)
+    if recorded is None:
+        return None
+    return read_instructions(settings, recorded, entry.instruction_files, cwd=workspace)
 
 
 async def recreated_workspace(settings: Settings, record: RunRecord) -> Path | None:

@@ -48,6 +48,7 @@ __all__ = ["LogWriteError", "SessionLog"]
 
 _PAGE: Final = 1000
 _log = logging.getLogger(__name__)
+_NO_TEXTS: Final[list[str]] = []  # never appended to (SessionLog._committed)
 
 
 class LogWriteError(StorageError):
@@ -89,7 +90,7 @@ class SessionLog:
         self._ts_ms, self._ts = -1, ""
         self._redact_json = redactor.redact_json
         self._wake = threading.Event()  # the writer's, once it exists
-        self._on_commit: Callable[[list[LogEntry]], None] | None = None
+        self._on_commit: Callable[[list[LogEntry], list[str]], None] | None = None
 
     async def __aenter__(self) -> SessionLog:
         if self._state != "new":
@@ -128,9 +129,10 @@ class SessionLog:
             run.wake_subscribers()
         self._raise_failure()
 
-    def observe_commits(self, callback: Callable[[list[LogEntry]], None] | None) -> None:
-        """Call ``callback`` on the event loop with each group of committed entries (the OTEL
-        export, baton.observability); it must return quickly and never raise. None: no one."""
+    def observe_commits(self, callback: Callable[[list[LogEntry], list[str]], None] | None) -> None:
+        """Call ``callback`` on the event loop with each group of committed entries and the JSON
+        text of each one's payload as committed (the OTEL export, baton.observability); it must
+        return quickly and never raise. None: no one."""
         self._on_commit = callback
 
     def open_run(self, run_id: str) -> None:
@@ -303,7 +305,10 @@ class SessionLog:
     def _committed(self, batch: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
         observer = self._on_commit
-        observed: list[LogEntry] | None = [] if observer is not None else None
+        observed: list[LogEntry] | None = None
+        texts = _NO_TEXTS  # nothing is built for an observer that is not there
+        if observer is not None:
+            observed, texts = [], []
         for row, run, payload in batch:
             seq = row[1]
             run.committed = seq
@@ -321,6 +326,7 @@ class SessionLog:
                     subscriber.push(entry)
                 if observed is not None:
                     observed.append(entry)
+                    texts.append(row[5])
         self._committed_total += len(batch)
         for run in touched.values():
             run.waiters.advance(run.committed)
@@ -328,7 +334,7 @@ class SessionLog:
         self._totals.advance(self._committed_total)
         if observer is not None and observed:
             try:
-                observer(observed)
+                observer(observed, texts)
             except Exception:  # telemetry never costs the log
                 _log.exception("the commit observer failed")
 

@@ -20,6 +20,7 @@ from baton.workspaces.mirror import clone_from_mirror, is_git_url, resolve_clone
 from baton.workspaces.ports import claim_ports, release_ports
 from baton.workspaces.record import WorkspaceRecord
 from baton.workspaces.setup import SETUP_FILE, SetupStep, read_setup_script
+from baton.workspaces.trust import is_trusted
 from baton.workspaces.worktree import (
     GitRepository,
     add_worktree,
@@ -191,16 +192,9 @@ def setup_step(settings: Settings, record: WorkspaceRecord, run_id: str) -> tupl
     script = read_setup_script(cwd, record.base_commit)
     if script is None:
         return None, None
-    if not _trusted(settings, record.repo):
+    if not is_trusted(settings, record.repo):
         return None, f"{SETUP_FILE} not run: {record.repo} is not a trusted repository ([workspace] trusted)"
     return SetupStep(cwd, "trusted", script=script, env=env), None
-
-
-def _trusted(settings: Settings, repo: str) -> bool:
-    for entry in settings.workspace_trusted:
-        if entry == repo or (not is_git_url(entry) and Path(entry).expanduser().absolute().resolve() == Path(repo)):
-            return True
-    return False
 
 
 def _submodules(dest: Path) -> list[str]:

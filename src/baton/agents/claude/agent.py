@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -89,6 +89,9 @@ class ClaudeLaunch:
     sandbox: SandboxPlan | None = None
     # The sandbox's own network (baton serves its model and allow-list proxies), when isolated.
     network: SandboxNetwork | None = None
+    # The repository's instructions (baton.workspaces.instructions), appended to Claude Code's
+    # system prompt; Claude Code reads no CLAUDE.md itself (setting_sources=[]).
+    instructions: str | None = None
 
 
 class ClaudeAgent:
@@ -96,6 +99,7 @@ class ClaudeAgent:
 
     def __init__(self, launch: ClaudeLaunch) -> None:
         self._launch = launch
+        self.environment: dict[str, str] = {}  # added to Claude Code's (InProcessClaude.start)
         self._conn: Any = None
         self._client: ClaudeSDKClient | None = None
         self._converter: ClaudeConverter | None = None
@@ -156,7 +160,7 @@ class ClaudeAgent:
         cli_path = write_launch_files(
             launch.launch_dir,
             binary=launch.binary,
-            env=launch.env,
+            env={**launch.env, **self.environment},
             run_id=launch.run_id,
             sandbox=launch.sandbox,
             cwd=Path(cwd),
@@ -170,7 +174,7 @@ class ClaudeAgent:
             setting_sources=[],
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
-            system_prompt={"type": "preset", "preset": "claude_code"},
+            system_prompt=_system_prompt(launch.instructions),
             hooks={
                 "PreToolUse": [
                     HookMatcher(matcher=None, hooks=[self._pre_tool_use], timeout=launch.hook_timeout_seconds)
@@ -457,7 +461,9 @@ class InProcessClaude:
         self.sandbox = launch.sandbox
         self.network = launch.network
 
-    async def start(self) -> Transport:
+    async def start(self, *, environment: Mapping[str, str] | None = None) -> Transport:
+        if environment:  # Claude Code starts with the session: its environment gets these then
+            self._agent.environment.update(environment)
         agent_end, host_end = memory_transport_pair()
         self._connection = AgentSideConnection(cast(Any, self._agent), agent_end)
         return host_end
@@ -470,3 +476,10 @@ class InProcessClaude:
                 await self._connection.close()
         if self.network is not None:
             await self.network.aclose()
+
+
+def _system_prompt(instructions: str | None) -> Any:
+    """Claude Code's own system prompt, with the repository's instructions after it."""
+    if not instructions:
+        return {"type": "preset", "preset": "claude_code"}
+    return {"type": "preset", "preset": "claude_code", "append": instructions}

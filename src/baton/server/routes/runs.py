@@ -138,6 +138,14 @@ async def get_run_sandbox(run_id: str, request: Request, principal: _Reader) -> 
     return {"run_id": record.id, "sandbox": await server_state(request).runs.last_note(record.id, "_baton/sandbox")}
 
 
+@router.get("/{run_id}/trace", responses=NOT_FOUND)
+async def get_run_trace(run_id: str, request: Request, principal: _Reader) -> dict[str, Any]:
+    """The OpenTelemetry trace of the run's latest execution (its latest ``_baton/trace``:
+    ``trace_id``, ``span_id``; docs/observability.md); ``{"trace": null}`` when none was exported."""
+    record = await visible_run(request, principal, run_id)
+    return {"run_id": record.id, "trace": await server_state(request).runs.last_note(record.id, "_baton/trace")}
+
+
 def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
     """A mount, a host or a weaker sandbox widens what the agent reaches on the server: the
     ``admin`` scope only (the server's configured sandbox applies to every run)."""

@@ -40,6 +40,7 @@ class RunView {
     this.message = null; // the agent message being streamed: {node, text}
     this.usage = { input: 0, output: 0 };
     this.cost = run.total_cost_usd;
+    this.traceId = null; // its OpenTelemetry trace, once known (showTrace)
     this.ended = false;
     this.build();
   }
@@ -78,6 +79,7 @@ class RunView {
       ["Tokens", `${formatTokens(this.usage.input)} in / ${formatTokens(this.usage.output)} out`],
     ];
     if (run.status_reason) facts.push(["Reason", run.status_reason]);
+    if (this.traceId) facts.push(["Trace", this.traceId]); // its OpenTelemetry trace (GET /v1/runs/{id}/trace)
     const workspace = run.workspace && typeof run.workspace === "object" ? run.workspace : null;
     if (workspace) {
       if (workspace.kind) facts.push(["Workspace", workspace.kind + (workspace.path ? ` · ${workspace.path}` : "")]);
@@ -85,10 +87,23 @@ class RunView {
       if (workspace.base_commit) facts.push(["Base", String(workspace.base_commit).slice(0, 10)]);
     }
     clear(this.summary);
-    const wide = new Set(["Repository", "Workspace", "Branch"]);
+    const wide = new Set(["Repository", "Workspace", "Branch", "Trace"]);
     for (const [name, value] of facts) this.summary.append(h("div", { class: wide.has(name) ? "wide" : null }, h("dt", {}, name), h("dd", {}, value)));
     if (workspace && workspace.pull_request_url) {
       this.summary.append(h("div", {}, h("dt", {}, "Pull request"), h("dd", {}, h("a", { href: workspace.pull_request_url, rel: "noopener noreferrer" }, workspace.pull_request_url))));
+    }
+  }
+
+  // The trace id of the run's latest execution, when baton exported its trace (docs/observability.md).
+  async showTrace() {
+    try {
+      const trace = (await api("GET", `/v1/runs/${encodeURIComponent(this.run.id)}/trace`)).trace;
+      const traceId = trace && typeof trace.trace_id === "string" ? trace.trace_id : null;
+      if (traceId === this.traceId) return;
+      this.traceId = traceId;
+      this.showFacts();
+    } catch {
+      // no trace to show
     }
   }
 
@@ -173,6 +188,7 @@ class RunView {
   }
 
   start() {
+    this.showTrace();
     gateStore.subscribe((change) => {
       if (change.kind === "gate" && change.gate.run_id === this.run.id) this.showGate(change.gate);
       if (change.kind === "snapshot") {
@@ -422,6 +438,7 @@ class RunView {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     this.showFacts();
+    this.showTrace(); // a resumed run's execution has a trace of its own
     this.showControls();
     this.loadSnapshots();
   }
