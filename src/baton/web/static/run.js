@@ -41,6 +41,7 @@ class RunView {
     this.usage = { input: 0, output: 0 };
     this.cost = run.total_cost_usd;
     this.traceId = null; // its OpenTelemetry trace, once known (showTrace)
+    this.traceAsked = false;
     this.ended = false;
     this.build();
   }
@@ -188,7 +189,6 @@ class RunView {
   }
 
   start() {
-    this.showTrace();
     gateStore.subscribe((change) => {
       if (change.kind === "gate" && change.gate.run_id === this.run.id) this.showGate(change.gate);
       if (change.kind === "snapshot") {
@@ -262,6 +262,12 @@ class RunView {
     if (this.message && this.message.dirty) this.renderMessage();
     this.showFacts();
     if (this.queue.length) this.schedule();
+    else if (!this.traceAsked) {
+      // Asked once the events received so far are shown: GET /trace reads the run's whole log,
+      // which on a long run would delay the stream's first events on the server.
+      this.traceAsked = true;
+      this.showTrace();
+    }
   }
 
   // Events go into blocks of BLOCK_SIZE (an li holding an ol of its own, both role none: to
