@@ -27,6 +27,7 @@ MODULES: dict[str, str] = {
     "idle_cpu": "bench.idle_cpu",
     "idle_run": "bench.idle_run",
     "inbox": "bench.inbox",
+    "mcp_call_overhead": "bench.mcp_call_overhead",
     "otel_export_overhead": "bench.otel_export",
     "replay": "bench.replay",
     "resume": "bench.resume",

@@ -148,3 +148,26 @@ def test_webhooks_sit_between_the_store_and_the_faces_that_run_them() -> None:
     }
     assert not any(target.startswith(("baton.runs", "baton.agents", "baton.acp")) for target in imported)
     assert "baton.store.deliveries" in imported
+
+
+def test_the_mcp_proxy_sits_between_the_gates_and_the_core_and_alone_imports_the_sdk() -> None:
+    """``baton.mcp`` decides every ``tools/call`` with the gates and is started by the core (the
+    host and the agents are only handed its endpoints); only it imports the ``mcp`` SDK."""
+    layer_of, _peers = _drawing()
+    assert layer_of["gates"] < layer_of["mcp"] < layer_of["acp"] < layer_of["runs"]
+    outside = []
+    for path in _modules():
+        if path.is_relative_to(SOURCE / "mcp"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            outside += [
+                f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] in ("mcp", "mcp_types")
+            ]
+    assert outside == []

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -13,12 +15,16 @@ from baton.errors import UsageError
 __all__ = [
     "AGENTS_DIR",
     "DEFAULT_ENV_PASSTHROUGH",
+    "MCP_TRANSPORTS",
     "VERSION",
     "WEBHOOK_EVENTS",
     "WORKSPACE_KINDS",
+    "McpServerConfig",
     "Settings",
     "Webhook",
+    "check_mcp_name",
     "check_workspace_kind",
+    "mcp_server_of",
     "parse_duration",
     "webhook_of",
 ]
@@ -49,6 +55,42 @@ class Webhook:
     url: str
     secret: str = field(repr=False)
     events: tuple[str, ...] = WEBHOOK_EVENTS
+
+
+MCP_TRANSPORTS: tuple[str, ...] = ("stdio", "http", "sse")
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server a run may use (docs/agents.md "MCP servers"): a command baton starts
+    (``stdio``) or a URL baton reaches (``http``: streamable HTTP, ``sse``), with its own
+    environment or headers (secrets: redacted from the log by value, never the agent's)."""
+
+    name: str
+    transport: str = "stdio"
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    timeout_seconds: float = 60.0  # a tools/call not answered in this long is an error result
+    source: str = "run"  # "config" (baton.toml [mcp.NAME]), "run" (--mcp NAME=…), "repository"
+
+    def describe(self) -> dict[str, Any]:
+        """What the log says of the server: never its environment's or headers' values."""
+        body: dict[str, Any] = {"name": self.name, "transport": self.transport, "source": self.source}
+        if self.command:
+            body["command"] = list(self.command)
+        if self.url is not None:
+            body["url"] = self.url
+        if self.env:
+            body["env"] = sorted(self.env)
+        if self.headers:
+            body["headers"] = sorted(self.headers)
+        return body
+
+    def secrets(self) -> tuple[str, ...]:
+        """The values the log redacts."""
+        return tuple(value for value in (*self.env.values(), *self.headers.values()) if value)
 
 
 def _default_home() -> Path:
@@ -91,6 +133,9 @@ class Settings:
     workspace: str | None = None
     # Ended runs' workspaces older than this are removed by ``baton gc`` (None: only when asked).
     workspace_retention_seconds: float | None = None
+    # Ended runs older than this are removed entirely by ``baton gc --runs`` (the ``[runs]`` table's
+    # ``retention``; None: only with ``--older-than``).
+    run_retention_seconds: float | None = None
     # Repositories (paths or URLs) whose ``.baton/setup`` runs without ``--setup``.
     workspace_trusted: tuple[str, ...] = ()
     # The result as a branch (docs/workspaces.md "Results"), the ``[result]`` table: the commit's
@@ -107,6 +152,8 @@ class Settings:
     notify_max_retry_seconds: float = 600.0
     notify_give_up_seconds: float = 3600.0
     notify_poll_seconds: float = 0.5  # how often the store is read for events and due deliveries
+    # MCP servers a run may name (``--mcp NAME``; over HTTP only these), the ``[mcp.NAME]`` tables.
+    mcp_servers: tuple[McpServerConfig, ...] = ()
 
     @property
     def resolved_database_url(self) -> str:
@@ -165,7 +212,9 @@ def _from_toml(path: Path) -> dict[str, Any]:
     values: dict[str, Any] = _sandbox_from_toml(path, data.pop("sandbox", None))
     values.update(_workspace_from_toml(path, data.pop("workspace", None)))
     values.update(_result_from_toml(path, data.pop("result", None)))
+    values.update(_runs_from_toml(path, data.pop("runs", None)))
     values.update(_notify_from_toml(path, data.pop("notify", None)))
+    values.update(_mcp_from_toml(path, data.pop("mcp", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
         if kind is None:
@@ -218,6 +267,83 @@ def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     if trusted:
         values["workspace_trusted"] = tuple(trusted)
     return values
+
+
+def _runs_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[runs]``: ``retention`` (``"30d"``), how long ``baton gc --runs`` keeps an ended run."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f'{path}: runs is a table ([runs] retention = "30d")')
+    if raw.get("retention") is None:
+        return {}
+    return {"run_retention_seconds": parse_duration(str(raw["retention"]), f"{path}: runs.retention")}
+
+
+_MCP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def check_mcp_name(name: str, source: str) -> str:
+    """``name`` if it can name an MCP server (letters, digits, ``_``, ``-``; no ``__``), else an error."""
+    if not _MCP_NAME.match(name) or "__" in name:
+        code = "invalid_argument" if source.startswith("--") else "config_invalid"
+        raise UsageError(code, f"{source}: {name!r} is not an MCP server name (letters, digits, _ and -)")
+    return name
+
+
+def mcp_server_of(name: str, table: Any, source: str, *, origin: str = "config") -> McpServerConfig:
+    """A ``[mcp.NAME]`` table: ``command = [...]`` or ``url = "…"`` (``transport = "sse"`` for an
+    SSE server), ``env``, ``headers`` (tables of strings) and ``timeout_seconds``."""
+    where = f"{source}: mcp.{name}"
+    check_mcp_name(name, where)
+    if not isinstance(table, dict):
+        raise UsageError("config_invalid", f"{where} is a table ([mcp.{name}])")
+    known = {"command", "url", "transport", "env", "headers", "timeout_seconds"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise UsageError("config_invalid", f"{where}.{unknown[0]} is not a setting ({', '.join(sorted(known))})")
+    command, url = table.get("command"), table.get("url")
+    if (command is None) == (url is None):
+        raise UsageError("config_invalid", f"{where} needs one of command (a list) or url")
+    if command is not None and (
+        not isinstance(command, list) or not command or not all(isinstance(item, str) for item in command)
+    ):
+        raise UsageError("config_invalid", f"{where}.command is a non-empty list of strings")
+    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+        raise UsageError("config_invalid", f"{where}.url is an http:// or https:// URL")
+    transport = table.get("transport") or ("stdio" if command is not None else "http")
+    if transport not in MCP_TRANSPORTS or (transport == "stdio") != (command is not None):
+        raise UsageError("config_invalid", f"{where}.transport is stdio for a command, http or sse for a url")
+    mappings: dict[str, dict[str, str]] = {}
+    for key in ("env", "headers"):
+        value = table.get(key) or {}
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise UsageError("config_invalid", f"{where}.{key} is a table of strings")
+        mappings[key] = dict(value)
+    if mappings["env"] and command is None:
+        raise UsageError("config_invalid", f"{where}.env is for a command; a url takes headers")
+    timeout = table.get("timeout_seconds", 60.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise UsageError("config_invalid", f"{where}.timeout_seconds is a positive number of seconds")
+    return McpServerConfig(
+        name=name,
+        transport=str(transport),
+        command=tuple(command or ()),
+        url=url,
+        env=mappings["env"],
+        headers=mappings["headers"],
+        timeout_seconds=float(timeout),
+        source=origin,
+    )
+
+
+def _mcp_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The tables ``[mcp.NAME]`` (:func:`mcp_server_of`)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f"{path}: mcp is a table of servers ([mcp.NAME])")
+    return {"mcp_servers": tuple(mcp_server_of(name, table, str(path)) for name, table in raw.items())}
 
 
 WORKSPACE_KINDS: tuple[str, ...] = ("worktree", "clone", "in-place")

@@ -102,6 +102,7 @@ class RefusedError(BatonError):
             "model_credentials_missing",
             "bypass_refused_as_root",
             "mode_not_enforceable",
+            "mcp_not_supported",
             "budget_not_supported",
             "workspace_busy",
             "repository_not_allowed",
@@ -155,6 +156,7 @@ class AgentError(BatonError):
             "budget_exhausted",
             "replay_mismatch",
             "sandbox_network_failed",
+            "mcp_server_failed",
         }
     )
 

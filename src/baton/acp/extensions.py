@@ -40,6 +40,7 @@ class RunStartedParams(TypedDict):
     mount_ro: NotRequired[list[str]]  # --mount-ro
     mount_rw: NotRequired[list[str]]  # --mount-rw
     allow_net: NotRequired[list[str]]  # --allow-net
+    mcp: NotRequired[list[str]]  # --mcp: the run's MCP servers as it named them (baton.mcp.servers)
 
 
 class AgentSessionParams(TypedDict):

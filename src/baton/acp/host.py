@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from acp import RequestError
@@ -45,6 +45,7 @@ from baton.gates import Decision, Gatekeeper, ToolCall
 from baton.gates.kinds import MODE_AFTER_PLAN, PLAN_TOOL, GateShape, gate_for_call, plan_text
 
 __all__ = [
+    "MCP_PROXY",
     "NO_HUMAN",
     "AgentNormalizer",
     "AskHuman",
@@ -57,6 +58,8 @@ __all__ = [
 
 # A host with nobody to ask (no gates, no editor): a policy answer of "ask" is a denial that says why.
 NO_HUMAN = "no_human"
+# The reason of a permission answered "allow" because baton's MCP proxy decides the call (baton.mcp).
+MCP_PROXY = "mcp_proxy"
 
 # Someone who can answer a permission the policy says to *ask* about (``baton acp``: the editor's
 # user): given the agent's options, its tool call and the policy's decision, True to allow.
@@ -137,6 +140,8 @@ class BatonHost:
         self.workspace = workspace
         self.last_usage_update: dict[str, Any] | None = None  # this turn's latest
         self.session = AgentSession()  # the agent session's latest state, across turns
+        # The run's MCP servers behind baton's proxy (baton.mcp), which decides their calls itself.
+        self.mcp_servers: frozenset[str] = frozenset()
         self._cancelled = asyncio.Event()
 
     def cancel_pending(self) -> None:
@@ -185,6 +190,8 @@ class BatonHost:
         calls = self._calls(tool_call, meta)
         shape = _shape(calls[0], self.last_plan)
         decision = _combine([self.gatekeeper.decide(call) for call in calls])
+        if self._proxied(calls):
+            decision = Decision("allow", MCP_PROXY, f"{calls[0].tool_name} is decided by baton's MCP proxy")
         if shape is not None:  # a question or a plan review always reaches a human
             decision = Decision(behavior="ask", reason=f"gate:{shape.kind}", message=shape.summary)
         described = tool_call.model_dump(by_alias=True, exclude_none=True)
@@ -277,6 +284,15 @@ class BatonHost:
         await self._wait_logged()
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"), field_meta={"baton": baton})
 
+    def _proxied(self, calls: list[ToolCall]) -> bool:
+        """A call of a server behind baton's MCP proxy, from baton's Claude adapter (whose tool
+        names are Claude Code's own): the proxy decides it when it is made, so it is not asked
+        twice. Another agent's names are its own: its requests are decided here as they come."""
+        if not self.mcp_servers or self.agent is not None or len(calls) != 1:
+            return False
+        server, sep, tool = calls[0].tool_name.removeprefix("mcp__").partition("__")
+        return calls[0].tool_name.startswith("mcp__") and bool(sep and tool) and server in self.mcp_servers
+
     def _calls(self, tool_call: Any, meta: dict[str, Any]) -> list[ToolCall]:
         found = meta.get("baton")
         extra: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -289,6 +305,10 @@ class BatonHost:
                 described = tool_call.model_dump(by_alias=True, exclude_none=True)
                 raw = {key: described[key] for key in ("title", "locations", "content") if key in described}
             calls = self.agent.tool_calls(call_id, None if kind is None else str(kind), raw)
+            if calls and self.agent.annotation is not None:  # the agent names its tool (Qwen Code's _meta.toolName)
+                named = self.agent.annotation(tool_call.model_dump(by_alias=True, exclude_none=True)).get("tool_name")
+                if isinstance(named, str):
+                    calls = [replace(call, tool_name=named) for call in calls]
             if calls:
                 return calls
         name = str(extra.get("tool_name") or getattr(tool_call, "title", None) or "unknown")

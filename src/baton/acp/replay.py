@@ -48,16 +48,23 @@ class AgentRestore:
 
 
 async def restore_session(
-    conn: Any, capabilities: AgentCapabilities | None, session_id: str, cwd: str, meta: dict[str, Any]
+    conn: Any,
+    capabilities: AgentCapabilities | None,
+    session_id: str,
+    cwd: str,
+    meta: dict[str, Any],
+    *,
+    mcp_servers: list[Any] | None = None,
 ) -> NewSessionResponse | None:
     """``session/resume`` if offered, else ``session/load`` (its replay tagged by a
     :class:`ReplayTagger` under the tap); ``None`` when neither is offered or the agent refuses."""
     offered = capabilities.session_capabilities if capabilities is not None else None
+    mcp_servers = list(mcp_servers or [])
     try:
         if offered is not None and offered.resume is not None:
-            resumed = await conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=[], **meta)
+            resumed = await conn.resume_session(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, **meta)
         elif capabilities is not None and capabilities.load_session:
-            resumed = await conn.load_session(session_id=session_id, cwd=cwd, mcp_servers=[], **meta)
+            resumed = await conn.load_session(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, **meta)
         else:
             return None
     except RequestError as exc:

@@ -74,6 +74,13 @@ AllowNetOption = Annotated[
     list[str] | None,
     typer.Option("--allow-net", help="A host the sandboxed agent may reach: HOST[:PORT], *.DOMAIN (docs/sandbox.md)."),
 ]
+McpOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        help="An MCP server for the run: NAME (baton.toml [mcp.NAME]), NAME=URL or NAME=COMMAND… (baton starts it).",
+    ),
+]
 
 
 WorkspaceOption = Annotated[
@@ -119,6 +126,7 @@ def build_spec(
     mount_ro: list[str] | None = None,
     mount_rw: list[str] | None = None,
     allow_net: list[str] | None = None,
+    mcp: list[str] | None = None,
     workspace: str | None = None,
     base: str | None = None,
     ref: str | None = None,
@@ -177,6 +185,7 @@ def build_spec(
         mount_ro=tuple(str(Path(path).absolute()) for path in mount_ro or ()),
         mount_rw=tuple(str(Path(path).absolute()) for path in mount_rw or ()),
         allow_net=tuple(allow_net or ()),
+        mcp=tuple(mcp or ()),
         workspace=workspace,
         repo_url=repo_url,
         base=base,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from baton.errors import UsageError
 
-__all__ = ["POLICY_PATH", "read_repo_policy", "rule_lists"]
+__all__ = ["POLICY_PATH", "read_policy_document", "read_repo_policy", "rule_lists"]
 
 POLICY_PATH = ".baton/policy.toml"
 _MAX_BYTES = 1 << 20
@@ -31,6 +31,16 @@ _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRE
 
 def read_repo_policy(repo: Path) -> dict[str, list[str]]:
     """The ``allow``/``deny``/``ask`` lists of ``repo``'s committed policy (empty if none)."""
+    document = read_policy_document(repo)
+    permissions = document.get("permissions", {})
+    if not isinstance(permissions, dict):
+        raise _invalid(f"[permissions] in {POLICY_PATH} must be a table")
+    return rule_lists(permissions, where=f"[permissions] in {POLICY_PATH}")
+
+
+def read_policy_document(repo: Path) -> dict[str, object]:
+    """``repo``'s committed ``.baton/policy.toml`` as TOML (empty if none): its ``[permissions]``,
+    and its ``[mcp.NAME]`` servers (baton.mcp.servers, for a trusted repository only)."""
     if _git(repo, "rev-parse", "--git-dir").returncode != 0:
         raise UsageError("invalid_argument", f"{repo} is not a git repository (cannot read {POLICY_PATH})")
     if _git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").returncode != 0:
@@ -50,13 +60,9 @@ def read_repo_policy(repo: Path) -> dict[str, list[str]]:
     if len(blob.stdout) > _MAX_BYTES:
         raise _invalid(f"{POLICY_PATH} is larger than {_MAX_BYTES} bytes")
     try:
-        document = tomllib.loads(blob.stdout.decode("utf-8"))
+        return tomllib.loads(blob.stdout.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise _invalid(f"{POLICY_PATH} at HEAD is not valid TOML: {exc}") from exc
-    permissions = document.get("permissions", {})
-    if not isinstance(permissions, dict):
-        raise _invalid(f"[permissions] in {POLICY_PATH} must be a table")
-    return rule_lists(permissions, where=f"[permissions] in {POLICY_PATH}")
 
 
 def rule_lists(value: Mapping[str, object], *, where: str) -> dict[str, list[str]]:

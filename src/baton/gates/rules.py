@@ -9,6 +9,7 @@
     Task(Explore)            that subagent type (``Task`` and ``Agent`` are one tool)
     mcp__server              every tool of an MCP server (also ``mcp__server__*``)
     mcp__server__tool        one MCP tool
+    mcp__git*__create_*      MCP tools by glob (``*`` any run of characters, ``?`` one)
 
 ``Read`` names the whole read family (Read, NotebookRead, LS, Glob, Grep); ``Edit`` and
 ``Write`` the whole write family (Write, Edit, MultiEdit, NotebookEdit). Other names match
@@ -31,7 +32,7 @@ __all__ = ["CallTarget", "Rule", "RuleSyntaxError", "parse_rule"]
 
 RuleKind = Literal["any", "command", "path", "domain", "subagent", "mcp"]
 
-_RULE = re.compile(r"(?P<tool>[A-Za-z][A-Za-z0-9_-]*(?:__\*)?)(?:\((?P<spec>.*)\))?", re.DOTALL)
+_RULE = re.compile(r"(?P<tool>[A-Za-z][A-Za-z0-9_*?-]*)(?:\((?P<spec>.*)\))?", re.DOTALL)
 _READ_FAMILY = frozenset({"Read", "NotebookRead", "LS", "Glob", "Grep"})
 _WRITE_FAMILY = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 _PATH_TOOLS = _READ_FAMILY | _WRITE_FAMILY
@@ -74,6 +75,8 @@ class Rule:
     def covers_tool(self, tool_name: str) -> bool:
         """Whether this rule speaks about ``tool_name`` at all (specifier aside)."""
         if self.kind == "mcp":
+            if self._pattern is not None:  # a glob: over the whole name
+                return self._pattern.fullmatch(tool_name) is not None
             return tool_name == self.tool or tool_name.startswith(self.tool + "__")
         if self.tool == "Read":
             return tool_group(tool_name) in ("read", "search")
@@ -148,8 +151,8 @@ def parse_rule(text: str, *, source: str = "run") -> Rule:
     tool, spec = found["tool"], found["spec"]
     if tool.startswith("mcp__"):
         return _mcp_rule(written, tool, spec, source)
-    if "*" in tool:
-        raise RuleSyntaxError("'*' is not allowed in a tool name")
+    if "*" in tool or "?" in tool:
+        raise RuleSyntaxError("'*' is not allowed in a tool name (only in an MCP tool's: mcp__server__*)")
     if spec is None:
         return Rule(written, tool, "any", source=source)
     if not spec.strip():
@@ -173,8 +176,11 @@ def _mcp_rule(written: str, tool: str, spec: str | None, source: str) -> Rule:
     if spec is not None:
         raise RuleSyntaxError("MCP rules take no specifier: mcp__server or mcp__server__tool")
     rest = tool.removeprefix("mcp__").removesuffix("__*")
-    if not rest.partition("__")[0] or "*" in rest:
-        raise RuleSyntaxError("expected mcp__server, mcp__server__* or mcp__server__tool")
+    if not rest.partition("__")[0] or not rest[0].isalnum():
+        raise RuleSyntaxError("expected mcp__server, mcp__server__* or mcp__server__tool (globs: * and ?)")
+    if "*" in rest or "?" in rest:  # `*` any run of characters (`__` too), `?` one
+        glob = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in tool)
+        return Rule(written, tool, "mcp", source=source, _pattern=re.compile(glob, re.DOTALL))
     return Rule(written, "mcp__" + rest, "mcp", source=source)
 
 

@@ -16,20 +16,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
-from acp.schema import ClientCapabilities, FileSystemCapabilities
+from acp.schema import ClientCapabilities, FileSystemCapabilities, HttpMcpServer
 
 from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, notification
 from baton.acp.host import AgentNormalizer, AskHuman, BatonHost, HumanGates
 from baton.acp.replay import AgentRestore, ReplayTagger, restore_session
 from baton.acp.tap import TappingTransport
+from baton.acp.transport import sdk_spans_where_seen
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.agents.registry import AgentEntry, NativeSetting, choose_setting
 from baton.agents.subprocess import SubprocessAgent
+from baton.config import McpServerConfig
 from baton.errors import AgentError, RefusedError, WorkspaceError
-from baton.gates import Gatekeeper
+from baton.gates import Decision, Gatekeeper, ToolCall
 from baton.gates.budget import Budget, Spend
+from baton.mcp import McpProxy, McpVerdict, PolicyDecider
 from baton.observability.baton_logs import CURRENT_RUN
 from baton.results import Results
 from baton.runs.budgeting import RunBudget
@@ -39,6 +42,7 @@ from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.lifecycle import RunLifecycle
 from baton.runs.model_source import RunModel
 from baton.runs.spec import RunOutcome, RunSpec
+from baton.sandbox.network import MCP_PORT
 from baton.snapshots.recorder import SnapshotRecorder
 from baton.store import SessionLog, Store
 from baton.workspaces.setup import WorkspaceSetup, run_setup
@@ -113,8 +117,13 @@ class RunExecution:
         instructions: dict[str, Any] | None = None,
         telemetry: Telemetry | None = None,
         results: Results | None = None,
+        mcp_servers: tuple[McpServerConfig, ...] = (),
+        mcp_stderr_dir: Path | None = None,
     ) -> None:
         self.run_id = run_id
+        self._mcp_servers = mcp_servers  # the run's MCP servers (baton.mcp), behind its proxy
+        self._mcp_stderr_dir = mcp_stderr_dir  # where its stdio servers' stderr goes
+        self._mcp: McpProxy | None = None
         self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
         self._instructions = instructions  # the ``_baton/instructions`` note: what the agent was given
         self._results = results  # the branch the run leaves at its end (baton.results)
@@ -208,6 +217,8 @@ class RunExecution:
                 run_started["mount_rw"] = list(spec.mount_rw)
             if spec.allow_net:
                 run_started["allow_net"] = list(spec.allow_net)
+            if spec.mcp:
+                run_started["mcp"] = list(spec.mcp)
             opening["run_started"] = run_started
         if self._resume is not None:
             opening["resume"] = self._resume
@@ -237,8 +248,12 @@ class RunExecution:
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
-            code = exc.code if isinstance(exc, AgentError | WorkspaceError) else "agent_error"
-            outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+            # A baton error's code is the outcome's, so its own message (str() says the code again).
+            if isinstance(exc, AgentError | WorkspaceError | RefusedError):
+                code, message = exc.code, exc.message
+            else:
+                code, message = "agent_error", str(exc)
+            outcome = RunOutcome(run_id, "failed", code=code, message=message)
         await self._close_network()
         outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
@@ -248,7 +263,7 @@ class RunExecution:
         """The workspace's setup (baton.workspaces.setup), or the note that says why it was skipped."""
         step, skipped = setup.step, setup.skipped
         if skipped is not None:
-            self._note("setup", {"status": "skipped", "reason": skipped})
+            self._note("setup", {"status": "skipped", "reason": skipped, "hint": setup.hint})
         if step is not None:
             await run_setup(
                 step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
@@ -321,8 +336,57 @@ class RunExecution:
         await self._lifecycle.park(outcome.gate_id or "", outcome.total_cost_usd)
         self._log.close_run(self.run_id)
 
+    async def _start_mcp(self) -> None:
+        """The run's MCP proxy (baton.mcp), before the agent starts: a sandboxed agent's network
+        serves its endpoints in the namespace too."""
+        if not self._mcp_servers or self._mcp is not None:
+            return
+        self._note("mcp_servers", {"servers": [server.describe() for server in self._mcp_servers]})
+        proxy = McpProxy(
+            self._mcp_servers,
+            PolicyDecider(self._gatekeeper, self._mcp_gate),
+            self._note,
+            stderr_dir=self._mcp_stderr_dir,
+        )
+        await proxy.start()
+        self._mcp = proxy
+        network = self._agent.network
+        if network is not None:
+            network.mcp_serve = proxy.serve_socket
+
+    async def _close_mcp(self) -> None:
+        proxy, self._mcp = self._mcp, None
+        if proxy is not None:
+            await proxy.aclose()
+
+    def _mcp_endpoints(self) -> list[HttpMcpServer]:
+        """The endpoints handed to the agent in ``session/new``: one per server, baton's."""
+        proxy = self._mcp
+        if proxy is None:
+            return []
+        network = self._agent.network
+        port = MCP_PORT if network is not None and network.plan.isolated else None
+        return [
+            HttpMcpServer(name=server.name, url=proxy.url(server.name, port=port), headers=[], type="http")
+            for server in self._mcp_servers
+        ]
+
+    async def _mcp_gate(self, call: ToolCall, decision: Decision, bound_hash: str) -> McpVerdict:
+        """An MCP call the policy asks about: the run's gates decide it (bound to its input)."""
+        gates = self._gates
+        if gates is None:
+            return McpVerdict("deny", "no_human", f"{decision.message} (nobody can be asked here, so this is denied)")
+        answer = await gates.decide(
+            [call], decision, None, bound_call_id=call.tool_call_id, bound_input_hash=bound_hash, cancelled=self._cancel
+        )
+        message = answer.message
+        if answer.behavior == "park":
+            message = f"{call.tool_name} waits for a decision on gate {answer.gate_id}; the run parks"
+        return McpVerdict(answer.behavior, answer.reason, message, gate_id=answer.gate_id)
+
     async def _converse(self, cwd: str) -> RunOutcome:
         try:
+            await self._start_mcp()
             # An agent that traces joins the run's trace (W3C TRACEPARENT, docs/observability.md).
             environment = self._run_telemetry.environment() if self._run_telemetry is not None else None
             transport = await self._agent.start(environment=environment)
@@ -352,6 +416,8 @@ class RunExecution:
                 self._gates,
                 on_mode=self._mode_from_gate,
             )
+            host.mcp_servers = frozenset(server.name for server in self._mcp_servers)
+            sdk_spans_where_seen()
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)
@@ -362,6 +428,7 @@ class RunExecution:
                     await conn.close()
         finally:
             await self._agent.aclose()
+            await self._close_mcp()
 
     async def _start_budget(self) -> None:
         budget = Budget(self.spec.budget_usd, self.spec.budget_turns, self.spec.budget_seconds)
@@ -388,16 +455,21 @@ class RunExecution:
         try:
             async with asyncio.timeout(self._start_timeout):
                 init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities)
+                mcp_servers = self._mcp_endpoints()
+                if mcp_servers:
+                    _check_mcp_supported(init.agent_capabilities, self._agent.name)
                 command = self._agent.command if isinstance(self._agent, SubprocessAgent) else None
                 meta = dict((command and command.session_meta) or {})
                 session = None
                 if self.restore is not None:
-                    session = await restore_session(conn, init.agent_capabilities, self.restore.session_id, cwd, meta)
+                    session = await restore_session(
+                        conn, init.agent_capabilities, self.restore.session_id, cwd, meta, mcp_servers=mcp_servers
+                    )
                     if session is None:  # the agent's session is gone: the rebuilt conversation instead
                         self.spec = replace(self.spec, prompt=self.restore.fallback_prompt)
                         self._note("resume", self.restore.fallback)
                 if session is None:
-                    session = await conn.new_session(cwd=cwd, mcp_servers=[], **meta)
+                    session = await conn.new_session(cwd=cwd, mcp_servers=mcp_servers, **meta)
                 if command is not None and command.session_mode is not None:
                     # The agent may pick its starting mode from the repository's settings: set ours.
                     await conn.set_session_mode(session_id=session.session_id, mode_id=command.session_mode)
@@ -673,3 +745,16 @@ def _agent_error(exc: RequestError) -> AgentError:
     if code not in AgentError.family_codes:
         code = "agent_error"
     return AgentError(code, message)
+
+
+def _check_mcp_supported(capabilities: Any, agent: str) -> None:
+    """baton hands every MCP server to the agent as a streamable-HTTP endpoint of its proxy: an
+    agent whose ``initialize`` does not offer ``mcpCapabilities.http`` cannot take them, and the
+    run is refused rather than run without them."""
+    mcp = getattr(capabilities, "mcp_capabilities", None)
+    if mcp is None or not getattr(mcp, "http", False):
+        raise RefusedError(
+            "mcp_not_supported",
+            f"the agent {agent} takes no MCP server over HTTP (its initialize offers no mcpCapabilities.http); "
+            "run it without --mcp",
+        )

@@ -16,10 +16,11 @@ from baton.acp.host import AskHuman
 from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
 from baton.agents.registry import AGENTS, AgentEntry
-from baton.config import Settings
+from baton.config import McpServerConfig, Settings
 from baton.errors import RefusedError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
+from baton.mcp import repository_mcp_servers, resolve_mcp_servers
 from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
@@ -36,9 +37,11 @@ from baton.runs.workspaces import check_workspace_free, holds_workspace
 from baton.runs.workspacing import discarded, instructions_of, made_workspace, recreated_workspace, setup_of
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
+from baton.store.redact import MIN_SECRET_LENGTH
 from baton.workspaces.instructions import RepoInstructions
-from baton.workspaces.record import WorkspaceRecord
+from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
+from baton.workspaces.trust import is_trusted
 
 if TYPE_CHECKING:
     from baton.observability import Telemetry
@@ -108,6 +111,24 @@ class Preparer:
         )
         return self._with_model(record, spec, launch, model, ask_human)
 
+    def mcp_servers(self, spec: RunSpec, source_repo: str | None = None) -> tuple[McpServerConfig, ...]:
+        """The run's MCP servers (baton.mcp.servers): configured ones, those its entries define,
+        and those the repository commits when the configuration trusts it (``source_repo``: the
+        user's repository a worktree or clone was made from)."""
+        if not spec.mcp:
+            return ()
+        configured = list(self.settings.mcp_servers)
+        repo = Path(spec.repo).resolve()
+        if is_trusted(self.settings, source_repo or str(repo)):
+            names = {server.name for server in configured}
+            configured += [server for server in repository_mcp_servers(repo) if server.name not in names]
+        servers = resolve_mcp_servers(spec.mcp, configured)
+        for server in servers:  # its env and headers never reach the log (a value too short for a secret aside)
+            for secret in server.secrets():
+                if len(secret) >= MIN_SECRET_LENGTH:
+                    self.launcher.redactor.add(secret)
+        return servers
+
     def _with_model(
         self, record: RunRecord, spec: RunSpec, launch: PreparedLaunch, model: RunModel, ask_human: AskHuman | None
     ) -> RunExecution:
@@ -125,6 +146,7 @@ class Preparer:
             model_source=launch.source,
             setup=setup_of(self.settings, record),
             instructions=instructions,
+            mcp=self.mcp_servers(spec, _source_repo(record)),
         )
         execution.run_model = model
         return execution
@@ -214,6 +236,7 @@ class Preparer:
             restore=None if launch.in_process else plan.restore,
             model_source=launch.source,
             instructions=instructions,
+            mcp=self.mcp_servers(plan.spec, _source_repo(record)),
         )
         if launch.in_process and plan.resume_session_id is not None:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions))
@@ -258,6 +281,7 @@ class Preparer:
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         policy = Policy.build(spec.permission_mode, allow=spec.allow, deny=spec.deny, ask=spec.ask, repo=repo.resolve())
         check_run_sandbox(self.settings, spec)
+        self.mcp_servers(spec)  # a name no configuration defines: refused before anything is recorded
         return entry, Gatekeeper(policy, repo.resolve())
 
     async def _record_model_source(self, run_id: str, source: dict[str, Any]) -> None:
@@ -294,6 +318,7 @@ class Preparer:
         model_source: dict[str, Any] | None = None,
         setup: WorkspaceSetup | None = None,
         instructions: RepoInstructions | None = None,
+        mcp: tuple[McpServerConfig, ...] = (),
     ) -> RunExecution:
         self.log.open_run(run_id)
         return RunExecution(
@@ -318,6 +343,8 @@ class Preparer:
             idle_seconds=self.settings.interactive_idle_seconds,
             gate_grace_seconds=self.settings.gate_grace_seconds,
             gate_expiry_seconds=self.settings.gate_expiry_seconds,
+            mcp_servers=mcp,
+            mcp_stderr_dir=self.settings.run_dir(run_id),
             snapshots=recorder_for(
                 run_id=run_id,
                 run_dir=self.settings.run_dir(run_id),
@@ -327,6 +354,12 @@ class Preparer:
                 store=self.store,
             ),
         )
+
+
+def _source_repo(record: RunRecord | None) -> str | None:
+    """The user's repository a run's worktree or clone was made from (None: it works in place)."""
+    workspace = workspace_of(record.request) if record is not None else None
+    return workspace.repo if workspace is not None else None
 
 
 def _given(instructions: RepoInstructions | None) -> str | None:

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from baton.config import Settings
-from baton.errors import NotFoundError
+from baton.errors import NotFoundError, UsageError
 from baton.events.entry import LogEntry, utc_timestamp
 from baton.runs.executors import effective_status
 from baton.store.reads import RunReads, SqliteReads
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from baton.runs.record_scenario import RecordedScenario, WrittenAs
     from baton.store import SessionLog, Store
     from baton.workspaces.gc import GcResult, WorkspaceEntry
-    from baton.workspaces.removal import RemovedRun
+    from baton.workspaces.removal import RemovedRun, RunsGcResult
 
 __all__ = [
     "GATE_STATUSES",
@@ -384,6 +384,25 @@ class Runs:
         entries = await self.workspaces()
         limit = older_than if older_than is not None else self.settings.workspace_retention_seconds
         return await asyncio.to_thread(collect, self.settings, entries, older_than=limit, dry_run=dry_run, force=force)
+
+    async def collect_runs(
+        self, *, older_than: float | None = None, dry_run: bool = False, force: bool = False
+    ) -> RunsGcResult:
+        """``baton gc --runs``: remove entirely the runs that ended longer ago than ``older_than``
+        seconds (default ``[runs] retention``; neither: ``invalid_argument``), as ``baton rm`` would,
+        keeping those whose workspace ``rm`` refuses without ``force``."""
+        from baton.workspaces.removal import collect_runs
+
+        limit = older_than if older_than is not None else self.settings.run_retention_seconds
+        if limit is None:
+            raise UsageError(
+                "invalid_argument",
+                "baton gc --runs removes runs entirely: give --older-than (e.g. 30d) or set [runs] retention",
+            )
+        store = await self._writable()
+        return await collect_runs(
+            store, self.settings, await self.list_runs(), older_than=limit, dry_run=dry_run, force=force
+        )
 
     async def remove_run(self, run_id: str, *, force: bool = False) -> RemovedRun:
         """``baton rm``: the run removed entirely (refused while it is live)."""

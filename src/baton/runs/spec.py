@@ -45,6 +45,8 @@ class RunSpec:
     mount_ro: tuple[str, ...] = ()  # --mount-ro: more paths the agent may read
     mount_rw: tuple[str, ...] = ()  # --mount-rw: more paths the agent may write
     allow_net: tuple[str, ...] = ()  # --allow-net: more hosts the sandboxed agent may reach
+    # --mcp: the run's MCP servers, NAME (configured), NAME=URL or NAME=COMMAND… (baton.mcp.servers)
+    mcp: tuple[str, ...] = ()
     # Where it works (docs/workspaces.md): "worktree", "clone", "in-place"; None: the configured
     # kind, else a worktree of a local git repository (a clone of a URL or a bare repository).
     workspace: str | None = None
@@ -107,6 +109,7 @@ def run_request(
         "mount_ro": list(spec.mount_ro),
         "mount_rw": list(spec.mount_rw),
         "allow_net": list(spec.allow_net),
+        **({"mcp": list(spec.mcp)} if spec.mcp else {}),
         **({"forked_from": dict(spec.forked_from)} if spec.forked_from is not None else {}),
     }
 
@@ -153,4 +156,5 @@ def spec_of_record(record: RunRecord, rules: Mapping[str, Any], *, prompt: str, 
         mount_ro=tuple(str(path) for path in rules.get("mount_ro") or ()),
         mount_rw=tuple(str(path) for path in rules.get("mount_rw") or ()),
         allow_net=tuple(str(host) for host in rules.get("allow_net") or ()),
+        mcp=tuple(str(entry) for entry in rules.get("mcp") or ()),
     )

@@ -53,8 +53,9 @@ __all__ = [
 _CLONE_NEWNET = 0x40000000
 _CAP_SYS_ADMIN = 21
 _IP_FREEBIND = 15  # bind before the namespace's loopback is up (bubblewrap brings it up)
-# The ports of the sandbox's own loopback where baton's two proxies listen (the model's, the allow-list's).
-SANDBOX_PORTS = (17070, 17071)
+# The ports of the sandbox's own loopback where baton listens: the model proxy, the allow-list
+# proxy, and the run's MCP endpoints (baton.mcp; closed at once for a run without MCP servers).
+SANDBOX_PORTS = (17070, 17071, 17072)
 # The descriptors a FIFO door's script opens for bubblewrap (well above the SDK's stdio).
 INFO_FD = 7
 BLOCK_FD = 8

@@ -7,6 +7,8 @@ but two proxies baton serves on the namespace's own loopback (:mod:`baton.sandbo
   in front of the endpoint the agent would otherwise have used (the configured API, a
   scenario's scripted server, a recording proxy). The agent holds a placeholder key; the proxy
   puts the real one in its place, so the real key never enters the sandbox.
+- ``http://127.0.0.1:MCP_PORT/NAME/mcp``: the run's **MCP endpoints** (:mod:`baton.mcp`), when
+  it has MCP servers: the socket is handed to :attr:`SandboxNetwork.mcp_serve`.
 - ``http://127.0.0.1:PROXY_PORT``: the **allow-list proxy** (:class:`~baton.sandbox.ConnectProxy`),
   the agent's ``HTTPS_PROXY``/``HTTP_PROXY``, which lets through the hosts of ``--allow-net``
   and ``sandbox.allow_net`` and refuses every other one. Each connection it sees is reported
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +36,12 @@ from baton.sandbox.proxy_allow import AllowList, NetDecision
 from baton.sandbox.proxy_hooks import ModelObserver
 from baton.sandbox.proxy_listener import ProxyListener
 
-__all__ = ["MODEL_PORT", "PROXY_PORT", "NetworkPlan", "SandboxNetwork", "proxy_environment"]
+__all__ = ["MCP_PORT", "MODEL_PORT", "PROXY_PORT", "McpServe", "NetworkPlan", "SandboxNetwork", "proxy_environment"]
 
 # Ports on the sandbox's own loopback (its namespace holds nothing else).
-MODEL_PORT, PROXY_PORT = SANDBOX_PORTS
+MODEL_PORT, PROXY_PORT, MCP_PORT = SANDBOX_PORTS
+# Serves the run's MCP endpoints on a listening socket made in the namespace (baton.mcp.McpProxy.serve_socket).
+McpServe = Callable[[socket.socket], Awaitable[None]]
 MODEL_URL = f"http://127.0.0.1:{MODEL_PORT}"
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 
@@ -101,6 +106,7 @@ class SandboxNetwork:
         self.placeholder = placeholder
         self.observer = observer
         self.reporter: Reporter | None = None
+        self.mcp_serve: McpServe | None = None  # set by the run before its agent starts, when it has MCP servers
         self.decisions: list[NetDecision] = []  # reported before a reporter was set
         self._proxies: list[ProxyListener] = []
         self._closed = False
@@ -110,16 +116,21 @@ class SandboxNetwork:
         if self._closed:
             door.close()
             raise AgentError("sandbox_network_failed", "the sandbox's network is closed")
-        model_sock, proxy_sock = await door.listen([MODEL_PORT, PROXY_PORT])
+        model_sock, proxy_sock, mcp_sock = await door.listen(list(SANDBOX_PORTS))
         model = ModelProxy(self.upstream, sock=model_sock, placeholder=self.placeholder, observer=self.observer)
         connect = ConnectProxy(self.plan.allow, report=self._report, sock=proxy_sock)
         try:
             for proxy in (model, connect):
                 self._proxies.append(proxy)
                 await proxy.start()
+            if self.mcp_serve is not None:
+                await self.mcp_serve(mcp_sock)  # the MCP proxy owns the socket from here
+            else:
+                mcp_sock.close()
         except BaseException:
             model_sock.close()  # a proxy not started yet never owned its socket
             proxy_sock.close()
+            mcp_sock.close()
             raise
 
     @contextlib.asynccontextmanager

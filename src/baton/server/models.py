@@ -96,6 +96,13 @@ class CreateRunRequest(_Request):
     allow_net: list[str] = Field(
         default_factory=list, description="Hosts the sandboxed agent may reach, HOST[:PORT] (scope 'admin')."
     )
+    mcp: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The run's MCP servers: NAME of a server in baton.toml ([mcp.NAME]); NAME=URL or NAME=COMMAND "
+            "(baton runs it on the server) need the scope 'admin'."
+        ),
+    )
 
 
 class ForkRunRequest(_Request):

@@ -27,12 +27,15 @@ from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
     SetSessionModeResponse,
 )
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookMatcher
+from claude_agent_sdk._errors import CLIJSONDecodeError
+from claude_agent_sdk._internal.transport import subprocess_cli
 from claude_agent_sdk.types import (
     HookContext,
     HookInput,
@@ -43,6 +46,7 @@ from claude_agent_sdk.types import (
 )
 
 from baton.acp.transport import Transport, memory_transport_pair
+from baton.acp.wire import decode_json
 from baton.agents.claude.convert import ClaudeConverter, stop_reason_for, usage_params
 from baton.agents.claude.launcher import MALFORMED_PREFIX, write_launch_files
 from baton.config import VERSION
@@ -143,7 +147,10 @@ class ClaudeAgent:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
-                load_session=False, prompt_capabilities=PromptCapabilities(image=False, embedded_context=True)
+                load_session=False,
+                prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                # The run's MCP servers, as baton's proxy endpoints: handed to Claude Code (SDK mcp_servers).
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="baton-claude", title="Claude Code (baton)", version=VERSION),
         )
@@ -172,6 +179,7 @@ class ClaudeAgent:
             model=launch.model,
             session_id=session_id,
             setting_sources=[],
+            mcp_servers=_claude_mcp_servers(mcp_servers),  # only the run's (baton's proxy), never a settings file's
             strict_mcp_config=True,
             permission_mode=self._claude_mode,  # type: ignore[arg-type]
             system_prompt=_system_prompt(launch.instructions),
@@ -441,6 +449,26 @@ def _block_text(block: Any) -> str:
     return str(getattr(block, "text", "") or "")
 
 
+def _parse_stdout_line(line: str) -> dict[str, Any] | None:
+    """The SDK's own ``_parse_stdout_line`` (claude-agent-sdk 0.2.189), through baton's decoder.
+
+    The SDK parses every line Claude Code prints with ``json.loads``, half of the CPU of a
+    streamed turn; baton puts this function in its place (the SDK is pinned; a test checks the
+    SDK still calls it by that name): the same lines skipped, the same error, orjson's speed.
+    """
+    line = line.strip()
+    if not line or not line.startswith("{"):
+        return None  # a blank line, or the non-JSON noise some CLI builds print
+    try:
+        data: dict[str, Any] = decode_json(line)
+    except ValueError as exc:
+        raise CLIJSONDecodeError(line, exc) from exc
+    return data
+
+
+subprocess_cli._parse_stdout_line = _parse_stdout_line
+
+
 async def _raw_messages(client: ClaudeSDKClient) -> AsyncIterator[dict[str, Any]]:
     # The SDK's public iterator parses messages into dataclasses and drops fields it does
     # not model; its query yields the CLI's own dicts (claude-agent-sdk is pinned).
@@ -476,6 +504,19 @@ class InProcessClaude:
                 await self._connection.close()
         if self.network is not None:
             await self.network.aclose()
+
+
+def _claude_mcp_servers(servers: Any) -> dict[str, Any]:
+    """ACP's ``mcpServers`` of ``session/new`` (baton's proxy endpoints, HTTP) as the SDK's
+    ``mcp_servers``; anything but an HTTP server is refused (baton hands no other kind)."""
+    found: dict[str, Any] = {}
+    for server in servers or []:
+        data = server.model_dump(by_alias=True) if hasattr(server, "model_dump") else dict(server)
+        if data.get("type") != "http" or not isinstance(data.get("url"), str):
+            raise RequestError.invalid_params({"message": f"baton's Claude takes HTTP MCP servers only: {data}"})
+        headers = {str(h["name"]): str(h["value"]) for h in data.get("headers") or []}
+        found[str(data["name"])] = {"type": "http", "url": data["url"], **({"headers": headers} if headers else {})}
+    return found
 
 
 def _system_prompt(instructions: str | None) -> Any:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from baton.errors import AuthError, UsageError
+from baton.mcp import mcp_entry_is_named
 from baton.runs.model_source import cassette_path
 from baton.runs.queries import RunRecord
 from baton.runs.spec import RunSpec
@@ -97,6 +98,7 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         raise UsageError("request_invalid", "repo: required (or a task_id whose task has one)")
     url = allowed_repository_url(repo, state.config, principal) if is_git_url(repo) else None
     _check_sandbox_fields(body, principal)
+    _check_mcp_field(body, principal, {server.name for server in state.baton.settings.mcp_servers})
     spec = RunSpec(
         prompt=prompt,
         repo=allowed_repository(repo, state.config, principal) if url is None else Path(),
@@ -122,6 +124,7 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         mount_ro=tuple(body.mount_ro),
         mount_rw=tuple(body.mount_rw),
         allow_net=tuple(body.allow_net),
+        mcp=tuple(body.mcp),
     )
     if spec.record is not None and spec.replay is not None:
         raise UsageError("invalid_argument", "record and replay are exclusive")
@@ -158,6 +161,16 @@ def _check_sandbox_fields(body: CreateRunRequest, principal: Principal) -> None:
     ):
         if values:
             require_acting_field(principal, field, configured=False, why=why)
+
+
+def _check_mcp_field(body: CreateRunRequest, principal: Principal, configured: set[str]) -> None:
+    """An MCP server is a command baton runs, or a URL baton reaches, on the server: only the
+    servers baton.toml names (``[mcp.NAME]``), unless the caller has the ``admin`` scope."""
+    for entry in body.mcp:
+        named = mcp_entry_is_named(entry) and entry.strip() in configured
+        require_acting_field(
+            principal, "mcp", configured=named, why=f"{entry.partition('=')[0]!r} is not a server of baton.toml"
+        )
 
 
 @router.post(

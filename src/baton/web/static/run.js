@@ -298,6 +298,28 @@ class RunView {
       this.message = null;
     }
     switch (event.type) {
+      case "setup.started": {
+        const state = h("span", { class: "tool-state" }, "running");
+        const head = h("div", { class: "ev-head" }, h("span", { class: "who" }, "Setup"), h("code", {}, data.command || ""), h("span", { class: "muted" }, data.source === "option" ? " (--setup)" : " (trusted repository)"), state);
+        const output = h("pre", { class: "output setup-output", tabindex: "0" });
+        this.setup = { node: this.item("setup", head, output), state, output };
+        break;
+      }
+      case "setup.output":
+        if (this.setup) this.setup.output.append((this.setup.output.textContent ? "\n" : "") + (data.text || ""));
+        break;
+      case "setup.finished": {
+        const block = this.setup || { node: this.item("setup", h("span", { class: "who" }, "Setup")), state: h("span") };
+        const ok = data.status === "finished";
+        block.node.classList.add(ok ? "ok" : "failed");
+        block.state.textContent = (ok ? "done" : data.exit_code !== undefined && data.exit_code !== null ? `exit ${data.exit_code}` : "could not start") + (data.duration_ms !== undefined && data.duration_ms !== null ? ` · ${formatDuration(data.duration_ms)}` : "");
+        if (data.output_lines_omitted) block.node.append(h("p", { class: "muted" }, `${data.output_lines_omitted} more lines in the run's log`));
+        this.setup = null;
+        break;
+      }
+      case "setup.skipped":
+        this.item("setup-skipped", h("span", { class: "who" }, "Setup skipped"), h("div", { class: "plain" }, data.reason || ""), data.hint ? h("p", { class: "hint" }, data.hint) : null);
+        break;
       case "task.started":
         this.item("meta", `Started: ${data.agent}${data.model ? " · " + data.model : ""} in ${data.cwd || "?"} (${data.permission_mode}, ${data.run_mode})`);
         break;
@@ -328,6 +350,16 @@ class RunView {
           const output = h("pre", { class: "output", tabindex: "0" }, data.output);
           block.node.append(data.output.length > 2000 ? h("details", {}, h("summary", {}, `Output (${data.output.length} characters)`), output) : output);
         }
+        break;
+      }
+      case "mcp.called":
+        this.toolBlock(data.tool_call_id, `MCP ${data.server}`, `${data.tool} ${JSON.stringify(data.input ?? {})}`, null);
+        break;
+      case "mcp.finished": {
+        const block = this.toolBlock(data.tool_call_id, `MCP ${data.server}`, `${data.tool} ${JSON.stringify(data.input ?? {})}`, null);
+        block.node.classList.add(data.denied ? "denied" : data.is_error ? "failed" : "ok");
+        block.state.textContent = data.denied ? `denied${data.reason ? " · " + data.reason : ""}` : data.is_error ? "failed" : "done";
+        if (data.output) block.node.append(h("pre", { class: "output", tabindex: "0" }, data.output));
         break;
       }
       case "test.result": {
