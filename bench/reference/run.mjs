@@ -52,14 +52,16 @@ async function timeRebuild() {
   return ms;
 }
 
+// Every response closes its connection: a kept-alive socket the server times out while the
+// client reuses it fails the fetch ("fetch failed", seen under load).
 async function resumeServer() {
   const body = Buffer.from(text);
   const server = createServer((request, response) => {
     if (request.url.endsWith("/logs")) {
-      response.writeHead(200, { "content-type": "application/x-ndjson" });
+      response.writeHead(200, { "content-type": "application/x-ndjson", connection: "close" });
       response.end(body);
     } else {
-      response.writeHead(200, { "content-type": "application/json" });
+      response.writeHead(200, { "content-type": "application/json", connection: "close" });
       response.end(JSON.stringify({ id: "run-bench", task: "task-bench", log_url: "http://127.0.0.1/logs" }));
     }
   });
