@@ -482,6 +482,7 @@ CLAUDE_ACP = AgentEntry(
     instruction_files=("CLAUDE.md", "AGENTS.md"),
 )
 
+
 def named_mcp_call(name: str, servers: frozenset[str]) -> tuple[str, str] | None:
     """``mcp__SERVER__TOOL`` (Claude Code's name of an MCP tool, the title of claude-agent-acp's
     request) → (server, tool) for a server of the run."""
@@ -627,6 +628,7 @@ _OPENCODE_ASK_ALL = NativeSetting(
     evidence="tests/agents/opencode/test_opencode.py::test_ask_all_sends_every_call_to_the_gatekeeper",
     config=OpenCodeSetting({"*": "ask"}),
 )
+
 
 def opencode_mcp_call(tool_call: dict[str, Any], servers: frozenset[str]) -> tuple[str, str] | None:
     """OpenCode's request for an MCP tool: kind ``other``, title ``SERVER_TOOL`` (its name for the
