@@ -29,6 +29,7 @@ from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 
 from baton.acp.host import BatonHost
 from baton.acp.tap import TappingTransport
+from baton.acp.transport import sdk_spans_where_seen
 from baton.agents.subprocess import AgentCommand, SubprocessAgent
 from baton.events.entry import Direction, LogEntry
 from baton.events.project import Projector
@@ -101,6 +102,7 @@ async def _one_turn(work: Path, count: int, rate: float) -> tuple[float, list[in
             sink = _ProjectingSink(log, record.id)
             tap = TappingTransport(await agent.start(), sink, record.id)
             host = _TimingHost(Gatekeeper(Policy.build("default"), work), count)
+            sdk_spans_where_seen()  # as the executor does
             conn = connect_to_agent(host, tap)  # type: ignore[arg-type]
             try:
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
@@ -136,7 +138,7 @@ def run() -> dict[str, Metric]:
         "subprocess_acp_msgs_per_s": {
             "value": round(statistics.median(rates)),
             "unit": "msg/s",
-            "target": 10_000,
+            "target": 20_000,
             "better": "higher",
             "reference": 15_000,
         },

@@ -68,3 +68,28 @@ async def test_lines_become_messages_or_malformed_line_notifications() -> None:
     ]
     assert list(transport.stderr_tail) == ["warning: something"]
     assert json.dumps(received)  # everything is plain JSON, ready for the log
+
+
+BIG_NUMBERS = r"""
+import sys
+sys.stdout.write('{"jsonrpc": "2.0", "method": "m", "params": {"n": 18446744073709551616, "f": 2.5, "s": NaN}}\n')
+sys.stdout.write('{"jsonrpc": "2.0", "method": "m", "params": {"name": "\\udcff.txt"}}\n')
+sys.stdout.flush()
+"""
+
+
+async def test_huge_integers_lone_surrogates_and_nan_arrive_as_json_loads_reads_them() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", BIG_NUMBERS, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout and process.stdin
+    transport = LineTransport(process.stdout, process.stdin)
+    first, second = await transport.receive(), await transport.receive()
+    assert await transport.receive() is None
+    await process.wait()
+    await transport.close()
+    assert first is not None and second is not None
+    params = first["params"]
+    assert params["n"] == 2**64 and type(params["n"]) is int  # orjson alone would give a float
+    assert params["f"] == 2.5 and params["s"] != params["s"]  # NaN, as json.loads reads it
+    assert second["params"] == {"name": "\udcff.txt"}

@@ -77,7 +77,13 @@ def _write_and_run(base: Path, agent: str, server: ScriptedModelServer) -> tuple
     settings = Settings.load(
         {"BATON_WORKSPACE": "in-place", "BATON_HOME": str(base / "home"), "PATH": os.environ["PATH"]}
     )
-    settings = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
+    settings = replace(
+        settings,
+        anthropic_base_url=server.base_url,
+        anthropic_api_key=ANTHROPIC_KEY,
+        openai_base_url=server.base_url,
+        openai_api_key=OPENAI_KEY,
+    )
     return settings, RunSpec(prompt="go", repo=repo, agent=agent, permission_mode="acceptEdits", allow=("Bash",))
 
 

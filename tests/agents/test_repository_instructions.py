@@ -36,6 +36,7 @@ FILES = {
     "codex": ("AGENTS.md",),
     "opencode": ("AGENTS.md",),
     "gemini": ("GEMINI.md", "AGENTS.md"),
+    "qwen": ("QWEN.md", "AGENTS.md"),
 }
 
 
@@ -43,7 +44,7 @@ FILES = {
 def scripted(settings: Settings, agent: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Settings, Any]]:
     """Settings pointing ``agent`` at a scripted server playing ``plain`` (one text answer)."""
     with ScriptedModelServer("plain") as server:
-        if agent == "codex":
+        if agent in ("codex", "qwen"):
             yield (
                 replace(settings, openai_base_url=server.base_url, openai_api_key=OPENAI_KEY, model_max_retries=0),
                 server,
@@ -61,11 +62,12 @@ def _canary(name: str) -> str:
 
 
 def _repository(path: Path) -> tuple[Path, dict[str, str], str]:
-    """A repository committing CLAUDE.md, AGENTS.md and GEMINI.md (each with a canary of its
-    own), then editing CLAUDE.md, AGENTS.md and GEMINI.md in the working tree only: the
-    committed texts, and the canary of the uncommitted edits."""
+    """A repository committing CLAUDE.md, AGENTS.md, GEMINI.md and QWEN.md (each with a canary of
+    its own), then editing them all in the working tree only: the committed texts, and the canary
+    of the uncommitted edits."""
     committed = {
-        name: f"# {name}\nAlways say the word {_canary(name)}.\n" for name in ("CLAUDE.md", "AGENTS.md", "GEMINI.md")
+        name: f"# {name}\nAlways say the word {_canary(name)}.\n"
+        for name in ("CLAUDE.md", "AGENTS.md", "GEMINI.md", "QWEN.md")
     }
     repo = make_git_repo(path, {"README.md": "# r\n", **committed})
     edited = "baton-uncommitted-" + os.urandom(6).hex()
@@ -105,6 +107,7 @@ AGENT_PARAMS = [
     "codex",
     pytest.param("opencode", marks=pytest.mark.claude),
     "gemini",
+    "qwen",
 ]
 
 

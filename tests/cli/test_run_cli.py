@@ -25,6 +25,10 @@ pytestmark = pytest.mark.claude
 EVENT_KEYS = {"run_id", "seq", "log_seq", "ts", "type", "data", "raw"}
 ENTRY_KEYS = {"run_id", "seq", "ts", "direction", "method", "payload"}
 EVENT_TYPES = {
+    "setup.started",
+    "setup.output",
+    "setup.skipped",
+    "setup.finished",
     "task.started",
     "message",
     "file.read",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from baton.events._tool_calls import OUTPUT_LIMIT, truncate_output
-from baton.events.project import Projector, RunnerEvent, project
+from baton.events.project import SETUP_LINE_CHARS, SETUP_OUTPUT_LINES, Projector, RunnerEvent, project
 from golden.build import EntryLog
 
 CWD = "/work/repo"
@@ -460,3 +460,32 @@ def test_feed_is_incremental_and_deterministic() -> None:
 def test_cwd_given_up_front_is_used_until_run_started() -> None:
     projector = Projector("r1", cwd="/srv/repo/")
     assert projector.cwd == "/srv/repo"
+
+
+def test_a_setups_output_is_bounded_and_the_lines_left_out_are_counted() -> None:
+    log = EntryLog("r1")
+    log.run_started(CWD)
+    log.baton("setup", {"status": "started", "source": "option", "command": "yes | head -1500"})
+    for number in range(SETUP_OUTPUT_LINES + 500):
+        log.baton("setup", {"status": "output", "text": f"line {number}" if number else "x" * (SETUP_LINE_CHARS + 10)})
+    log.baton("setup", {"status": "finished", "exit_code": 0})  # an older note: no duration_ms
+    events = project(log.entries)
+    lines = [event["data"]["text"] for event in events if event["type"] == "setup.output"]
+    assert len(lines) == SETUP_OUTPUT_LINES and lines[-1] == f"line {SETUP_OUTPUT_LINES - 1}"
+    assert lines[0] == "x" * SETUP_LINE_CHARS
+    finished = events[-1]
+    assert finished["type"] == "setup.finished"
+    # the duration from the entries' timestamps (1 ms apart: the started note to this one)
+    assert finished["data"] == {
+        "status": "finished",
+        "exit_code": 0,
+        "duration_ms": SETUP_OUTPUT_LINES + 501,
+        "output_lines_omitted": 500,
+    }
+    # the count starts again for the next setup (a run continuing this one in another execution)
+    log.baton("setup", {"status": "started", "source": "option", "command": "true"})
+    log.baton("setup", {"status": "output", "text": "again"})
+    log.baton("setup", {"status": "finished", "exit_code": 0, "duration_ms": 3})
+    again = project(log.entries)[len(events) :]
+    assert [event["type"] for event in again] == ["setup.started", "setup.output", "setup.finished"]
+    assert again[-1]["data"]["output_lines_omitted"] == 0 and again[-1]["data"]["duration_ms"] == 3

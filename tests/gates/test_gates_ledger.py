@@ -149,7 +149,9 @@ async def test_approve_with_updated_input(ledger: GateLedger, run_id: str) -> No
     assert error.details == {"field": "updated_input"}
 
 
-@pytest.mark.parametrize("agent", ["codex", "opencode", "gemini", "claude-acp", "command", "an-agent-from-elsewhere"])
+@pytest.mark.parametrize(
+    "agent", ["codex", "opencode", "gemini", "claude-acp", "qwen", "command", "an-agent-from-elsewhere"]
+)
 async def test_an_edit_the_runs_agent_cannot_apply_is_refused_and_changes_nothing(
     ledger: GateLedger, store: Store, agent: str
 ) -> None:

@@ -24,6 +24,50 @@ def _started() -> EntryLog:
     return log
 
 
+def _set_up(*notes: dict[str, Any]) -> EntryLog:
+    """A run whose workspace's setup logs ``notes`` before the agent's session starts."""
+    log = EntryLog("run-minimal")
+    log.run_started(CWD)
+    for note in notes:
+        log.baton("setup", note)
+    log.baton("agent_session", {"agent_session_id": SESSION, "adapter": "claude"})
+    return log
+
+
+def setup_ran() -> EntryLog:
+    """``--setup CMD``: its start, its output a line at a time, its end."""
+    return _set_up(
+        {"status": "started", "source": "option", "command": "npm ci"},
+        {"status": "output", "text": "added 3 packages in 1s"},
+        {"status": "output", "text": ""},
+        {"status": "finished", "exit_code": 0, "duration_ms": 1042},
+    )
+
+
+def setup_failed() -> EntryLog:
+    """A trusted repository's ``.baton/setup`` that exits 3: the run fails before its agent starts."""
+    log = EntryLog("run-minimal")
+    log.run_started(CWD)
+    log.baton("setup", {"status": "started", "source": "trusted", "command": ".baton/setup"})
+    log.baton("setup", {"status": "output", "text": "about to fail"})
+    log.baton("setup", {"status": "failed", "exit_code": 3, "output": "about to fail\n", "duration_ms": 12})
+    message = "the setup (.baton/setup) exited 3: about to fail"
+    log.baton(
+        "status",
+        {"status": "failed", "reason": "workspace_setup_failed", "code": "workspace_setup_failed", "message": message},
+    )
+    return log
+
+
+def setup_skipped() -> EntryLog:
+    reason = ".baton/setup not run: /work/repo is not a trusted repository ([workspace] trusted)"
+    hint = (
+        'to run it, trust the repository: add "/work/repo" to trusted under [workspace] in '
+        "/root/.baton/baton.toml; or give the run a setup command yourself: --setup CMD"
+    )
+    return _set_up({"status": "skipped", "reason": reason, "hint": hint})
+
+
 def _with(method: str, params: dict[str, Any]) -> EntryLog:
     """A started run with one ``_baton/<method>`` entry."""
     log = _started()
@@ -264,6 +308,10 @@ def task_failed() -> EntryLog:
 
 
 MINIMAL: dict[str, Callable[[], EntryLog]] = {
+    "setup.started": setup_ran,
+    "setup.output": setup_ran,
+    "setup.skipped": setup_skipped,
+    "setup.finished": setup_failed,
     "task.started": task_started,
     "message": message,
     "file.read": file_read,

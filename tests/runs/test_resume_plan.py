@@ -18,6 +18,7 @@ from tests.golden.build import EntryLog, build_sample
 
 from baton.config import Settings
 from baton.errors import RefusedError
+from baton.events.entry import LogEntry
 from baton.runs import resume
 from baton.runs.conversation import Conversation, ToolCall, rebuild_conversation
 from baton.runs.executors import effective_status, executor_alive, process_start_ticks, this_executor_id
@@ -348,6 +349,44 @@ async def test_a_conversation_folded_page_by_page_from_the_store_equals_the_fold
         assert conversation.to_dict() == whole.to_dict()
         assert {call["tool"] for call in conversation.calls.values()} == {"Write", "Bash"}
         assert (await store.load_conversation_state(record.id)) == (len(entries), whole.to_dict())
+        log.close_run(record.id)
+
+
+async def test_a_conversation_rebuilt_from_the_store_equals_the_one_rebuilt_from_the_entries_in_memory(
+    store_url: str,
+) -> None:
+    # What the store gives back must fold to what was appended: integers beyond 64 bits in a
+    # tool's input and output stay exact ints (orjson alone reads them back as floats).
+    _updates, entries = build_sample("claude-multiturn-stdin")
+    huge = {"size": 2**64, "offset": -(2**63) - 1, "digits": "12345678901234567890123", "half": 0.5}
+    call = {"sessionUpdate": "tool_call", "toolCallId": "toolu_big", "title": "Read", "kind": "read"}
+    call["rawInput"] = huge
+    done = {"sessionUpdate": "tool_call_update", "toolCallId": "toolu_big", "status": "completed"}
+    done["rawOutput"] = {"bytes": 2**70}
+    payloads = [entry["payload"] for entry in entries] + [
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": update}}
+        for update in (call, done)
+    ]
+    rows = [(entry["direction"], entry["method"]) for entry in entries] + [("from_agent", "session/update")] * 2
+    async with Store.open(store_url) as store, SessionLog(store, Redactor()) as log:
+        record = await store.create_run(agent="claude")
+        log.open_run(record.id)
+        for (direction, method), payload in zip(rows, payloads, strict=True):
+            log.append(record.id, direction, method, payload)
+        await log.flush()
+        from_store = await load_conversation(store, log, record.id)
+        appended: list[LogEntry] = [
+            {"run_id": record.id, "seq": seq, "ts": "", "direction": direction, "method": method, "payload": payload}
+            for seq, ((direction, method), payload) in enumerate(zip(rows, payloads, strict=True), 1)  # type: ignore[misc]
+        ]
+        in_memory = rebuild_conversation(appended)
+        in_memory.trim(resume.STATE_CHARS)
+        assert from_store.to_dict() == in_memory.to_dict()
+        assert from_store.calls["toolu_big"]["input"] == huge
+        assert type(from_store.calls["toolu_big"]["input"]["size"]) is int
+        state = await store.load_conversation_state(record.id)
+        assert state is not None and state[1] == in_memory.to_dict()
+        assert type(state[1]["calls"]["toolu_big"]["input"]["size"]) is int
         log.close_run(record.id)
 
 

@@ -21,6 +21,8 @@ RUN_OBJECT_KEYS = {
     "created_at",
     "finished_at",
     "total_cost_usd",
+    "error_code",
+    "error_message",
     "repo",
     "workspace",
 }
@@ -92,3 +94,21 @@ def test_postgres_urls_use_psycopg_3() -> None:
     with pytest.raises(UsageError) as refused:
         make_engine("mysql://baton@127.0.0.1/baton")
     assert refused.value.code == "config_invalid"
+
+
+async def test_a_run_is_read_inline_on_a_sqlite_file_and_through_a_thread_on_postgres(store: Store) -> None:
+    # GET /v1/runs/{id}: on a SQLite file the primary-key read skips the worker thread; either
+    # way the record is the one the store's SQLAlchemy read gives, up to the latest write.
+    inline = store._inline_reads()
+    assert (inline is not None) == (store.engine.dialect.name == "sqlite")
+    run = await store.create_run(agent="claude", model="sonnet", repo="/src/app", request={"n": 2**70})
+    assert await store.get_run(run.id) == store._get_run(run.id) == run
+    changed = await store.update_run(run.id, status="running", executor_id="local:x:1:2:3")
+    read = await store.get_run(run.id)
+    assert read == changed == store._get_run(run.id) and read.status == "running"
+    assert type(read.request["n"]) is int  # type: ignore[index]
+    with pytest.raises(NotFoundError) as missing:
+        await store.get_run("run_nope")
+    assert missing.value.code == "run_not_found"
+    await store.aclose()
+    assert store._inline is None

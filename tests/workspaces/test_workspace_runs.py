@@ -103,12 +103,15 @@ async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp
     assert given.status == "finished" and skipped.status == "finished"
     setup = _notes(given_log, "_baton/setup")
     assert setup[0] == {"status": "started", "source": "option", "command": "echo given; touch made-by-setup"}
-    assert {"status": "output", "text": "given"} in setup and setup[-1] == {"status": "finished", "exit_code": 0}
+    assert {"status": "output", "text": "given"} in setup
+    assert setup[-1] == {"status": "finished", "exit_code": 0, "duration_ms": setup[-1]["duration_ms"]}
+    assert isinstance(setup[-1]["duration_ms"], int)
     methods = [entry["method"] for entry in given_log]
     assert methods.index("_baton/setup") < methods.index("session/prompt")  # before the agent's first turn
     assert (untrusted.workspace_dir(given.run_id) / "made-by-setup").is_file()
     [note] = _notes(skipped_log, "_baton/setup")
     assert note["status"] == "skipped" and "is not a trusted repository" in str(note["reason"])
+    assert "--setup CMD" in str(note["hint"]) and f'add "{repo.resolve()}" to trusted' in str(note["hint"])
 
     trusted = load_settings(tmp_path / "home-b", workspace_trusted=(str(repo),))
     async with Baton(trusted) as baton:
@@ -124,7 +127,7 @@ async def test_the_setup_runs_before_the_agent_and_its_failure_fails_the_run(tmp
         failed = await baton.run(RunSpec(prompt="d.txt", repo=failing_repo, **WRITE))  # type: ignore[arg-type]
         failed_log = [dict(e) for e in await baton.log.read(failed.run_id)]
     assert failed.status == "failed" and failed.code == "workspace_setup_failed", failed
-    assert "exited 3" in str(failed.message) and "about to fail" in str(failed.message)
+    assert str(failed.message).startswith("the setup (.baton/setup) exited 3: about to fail"), failed.message
     assert _notes(failed_log, "_baton/setup")[-1]["status"] == "failed"
     assert not any(entry["method"] == "session/prompt" for entry in failed_log)  # the agent never got the task
 
@@ -194,3 +197,41 @@ async def test_the_agent_commits_inside_its_worktree_under_the_sandbox(ws_settin
     workspace = ws_settings.workspace_dir(outcome.run_id)
     assert git(workspace, "log", "-1", "--format=%s") == "agent commit"
     assert fingerprint(repo) == before  # the commit's objects are shared; no ref of the user's moved
+
+
+@pytest.mark.slow(seconds=20)
+async def test_a_clone_by_url_pushes_its_branch_back_and_stores_the_hooks_pull_request(
+    tmp_path: Path, repo: Path
+) -> None:
+    bare = bare_clone(repo, tmp_path / "upstream.git")
+    calls = tmp_path / "gh-calls.txt"
+    gh = tmp_path / "gh"
+    gh.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s|%s|%s|%s|%s\\n" "$PWD" "$BATON_RUN_ID" "$BATON_BRANCH" "$BATON_BASE" "$BATON_REMOTE" >> {calls}\n'
+        'echo "Creating pull request for $BATON_BRANCH"\n'
+        'echo "https://example.invalid/pr/$BATON_BRANCH"\n'
+    )
+    gh.chmod(0o755)
+    settings = load_settings(tmp_path / "home", result_on_branch=f'{gh} pr create --head "$BATON_BRANCH"')
+    async with Baton(settings) as baton:
+        outcome = await baton.run(RunSpec(prompt="pr.txt", repo=Path(), repo_url=f"file://{bare}", **WRITE))  # type: ignore[arg-type]
+        shown = (await baton.store.get_run(outcome.run_id)).to_dict()
+        log = [dict(e) for e in await baton.log.read(outcome.run_id)]
+    assert outcome.status == "finished", outcome
+    workspace = shown["workspace"]
+    branch, clone = workspace["branch"], Path(workspace["path"])
+    assert workspace["kind"] == "clone" and branch == f"baton/{outcome.run_id[-8:]}"
+    # pushed back to the bare repository it was cloned from (the clone's origin is the URL)
+    assert git(bare, "rev-parse", f"refs/heads/{branch}") == workspace["head_commit"]
+    assert git(bare, "show", f"{branch}:pr.txt") == "written for pr.txt"
+    [pushed] = _notes(log, "_baton/branch_pushed")
+    assert pushed["branch"] == branch and pushed["remote"] == "origin"
+    # the hook ran in the clone, after the push, and its last line is the run's pull request
+    url = f"https://example.invalid/pr/{branch}"
+    assert workspace["pull_request_url"] == url
+    assert _notes(log, "_baton/pull_request") == [{"url": url, "branch": branch}]
+    [call] = calls.read_text().splitlines()
+    assert call == f"{clone}|{outcome.run_id}|{branch}|{workspace['base_commit']}|origin"
+    methods = [entry["method"] for entry in log]
+    assert methods.index("_baton/branch_pushed") < methods.index("_baton/pull_request") < len(methods) - 1

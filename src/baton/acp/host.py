@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from acp import RequestError
@@ -311,6 +311,10 @@ class BatonHost:
                 described = tool_call.model_dump(by_alias=True, exclude_none=True)
                 raw = {key: described[key] for key in ("title", "locations", "content") if key in described}
             calls = self.agent.tool_calls(call_id, None if kind is None else str(kind), raw)
+            if calls and self.agent.annotation is not None:  # the agent names its tool (Qwen Code's _meta.toolName)
+                named = self.agent.annotation(tool_call.model_dump(by_alias=True, exclude_none=True)).get("tool_name")
+                if isinstance(named, str):
+                    calls = [replace(call, tool_name=named) for call in calls]
             if calls:
                 return calls
         name = str(extra.get("tool_name") or getattr(tool_call, "title", None) or "unknown")

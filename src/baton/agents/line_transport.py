@@ -21,6 +21,8 @@ import contextlib
 import json
 from typing import Any
 
+from baton.acp.wire import decode_json
+
 __all__ = ["CONSOLE_LINE_LIMIT", "MALFORMED_LINE_LIMIT", "LineTransport"]
 
 MALFORMED_LINE_LIMIT = 64 * 1024  # characters of a malformed line kept in its entry
@@ -105,7 +107,7 @@ class LineTransport:
 
     async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
         put = self._queue.put_nowait
-        loads = json.loads
+        loads = decode_json
         try:
             while True:
                 try:

@@ -35,6 +35,7 @@ from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
 from baton.agents.opencode import OpenCodeSetting, opencode_annotation, opencode_binary, opencode_command
+from baton.agents.qwen import QWEN_TOOLS, QwenSetting, qwen_command, qwen_tool_name
 from baton.agents.recipe import npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 from baton.errors import RefusedError
@@ -48,6 +49,7 @@ __all__ = [
     "GEMINI",
     "GEMINI_SAFE_COMMANDS",
     "OPENCODE",
+    "QWEN",
     "AgentEntry",
     "NativeSetting",
     "Probe",
@@ -62,6 +64,8 @@ __all__ = [
     "gemini_bound_input",
     "gemini_tool_calls",
     "get_agent",
+    "qwen_annotation",
+    "qwen_tool_calls",
 ]
 
 
@@ -671,7 +675,84 @@ OPENCODE = AgentEntry(
     instruction_files=("AGENTS.md",),
 )
 
-AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE)}
+# -- Qwen Code ---------------------------------------------------------------------------------
+
+
+def qwen_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -> list[ToolCall]:
+    """A Qwen Code request (its rawInput takes Claude's argument names: ``command``, ``file_path``,
+    ``content``, ``old_string`` …) as one call of Claude's tool; a path-only call (``list_directory``)
+    by its kind; anything else ``qwen:<kind>``."""
+    name = claude_acp_tool_name(kind, raw)
+    if name is not None:
+        return [ToolCall(name, dict(raw), tool_call_id, kind)]
+    calls = acp_tool_calls(tool_call_id, kind, raw)
+    if calls and not calls[0].tool_name.startswith("acp:"):
+        return calls
+    return [ToolCall(f"qwen:{kind or 'other'}", dict(raw), tool_call_id, kind)]
+
+
+def qwen_annotation(tool_call: dict[str, Any]) -> dict[str, Any]:
+    """``_meta.baton`` fields for a Qwen Code tool call or update: ``tool_name`` from its own
+    ``_meta.toolName`` (its tool → baton's); for a finished write or edit ``change`` (``add`` where
+    the file's ``originalContent`` was empty, else ``modify``); for a finished command (``rawOutput`` of type
+    ``shell_result``) ``output`` and ``exit_code`` from it (its ``content`` is a report with the
+    command line, directory and status around the output)."""
+    extra: dict[str, Any] = {}
+    name = qwen_tool_name(tool_call)
+    if name is not None:
+        extra["tool_name"] = name
+    output = tool_call.get("rawOutput")
+    if isinstance(output, dict) and isinstance(output.get("filePath"), str) and "originalContent" in output:
+        # Its diff has oldText "" for a new file and an empty one alike; an empty original is taken as new.
+        extra["change"] = "add" if not output["originalContent"] else "modify"
+    if isinstance(output, dict) and output.get("type") == "shell_result":
+        if isinstance(output.get("output"), str):
+            extra["output"] = output["output"]
+        code = output.get("exitCode")
+        if isinstance(code, int) and not isinstance(code, bool):
+            extra["exit_code"] = code
+    return extra
+
+
+def _qwen_script() -> str:
+    return "node_modules/@qwen-code/qwen-code/cli.js"
+
+
+_QWEN_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native="approval mode default, permissions.ask rules for every tool category (Bash, Read, Edit, WebFetch …)",
+    reaches_gatekeeper="every tool call",
+    unasked=(),
+    evidence="tests/agents/qwen/test_qwen.py::test_ask_all_sends_every_call_to_the_gatekeeper",
+    config=QwenSetting("default", ask_every_tool=True),
+)
+
+QWEN = AgentEntry(
+    name="qwen",
+    package="@qwen-code/qwen-code",
+    version="0.24.4",
+    command=(_qwen_script(),),
+    env_recipe=(
+        "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME = the run's agent home, TMPDIR inside it; "
+        "OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL; QWEN_CODE_SYSTEM_SETTINGS_PATH; NO_COLOR; BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "HOME/.qwen/settings.json: openai auth (Chat Completions), the model, statistics, telemetry, updates and "
+        "checkpointing off, tools.approvalMode, permissions.ask for ask-all, context.fileName = the run's own "
+        "(no QWEN.md/AGENTS.md of the working tree), also as the system settings (QWEN_CODE_SYSTEM_SETTINGS_PATH); "
+        "HOME/.qwen/<that name> = the repository's instructions; `--acp --auth-type openai`; "
+        "session/set_mode after session/new"
+    ),
+    tool_names=QWEN_TOOLS,
+    bound_input=claude_acp_bound_input,
+    settings=(_QWEN_ASK_ALL,),
+    tool_calls=qwen_tool_calls,
+    launch=qwen_command,
+    annotation=qwen_annotation,
+    instruction_files=("QWEN.md", "AGENTS.md"),
+)
+
+AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE, QWEN)}
 
 
 # -- any other ACP agent: --agent-cmd ----------------------------------------------------------

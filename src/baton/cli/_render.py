@@ -37,8 +37,33 @@ class LiveView:
         if handler is not None:
             handler(data, event)
 
+    def _setup_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self._started_at = self._started_at or event.get("ts")  # the run's time counts its setup
+        source = "--setup" if data.get("source") == "option" else "trusted repository"
+        self.console.print(f"[bold]⚙ setup[/] [dim]({source})[/] {escape(str(data.get('command')))}", soft_wrap=True)
+
+    def _setup_output(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(f"  [dim]│ {escape(str(data.get('text', '')))}[/]", soft_wrap=True)
+
+    def _setup_finished(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        omitted = data.get("output_lines_omitted") or 0
+        if omitted:
+            self.console.print(f"  [dim]… {omitted} more lines (baton logs {escape(event['run_id'])})[/]")
+        took = _seconds(data.get("duration_ms"))
+        if data.get("status") == "finished":
+            self.console.print(f"  [green]setup ok[/] [dim]({took})[/]")
+        else:
+            code = data.get("exit_code")
+            exited = f"exit {code}" if code is not None else "could not start"
+            self.console.print(f"  [red]setup failed[/] ({exited}) [dim]({took})[/]")
+
+    def _setup_skipped(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+        self.console.print(f"[yellow]⚠ setup skipped:[/] {escape(str(data.get('reason')))}", soft_wrap=True)
+        if data.get("hint"):
+            self.console.print(f"  [yellow]hint:[/] {escape(str(data['hint']))}", soft_wrap=True)
+
     def _task_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._started_at = event.get("ts")
+        self._started_at = self._started_at or event.get("ts")
         self.console.rule(f"[bold]baton[/] run {escape(event['run_id'])}")
         self.console.print(
             f"[dim]agent {data.get('agent')} · model {data.get('model') or 'default'} · "

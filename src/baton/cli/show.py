@@ -44,12 +44,46 @@ def show_command(
             for name, detail in value.items():
                 sys.stdout.write(f"{name + ':':<18} {'-' if detail is None else detail}\n")
             continue
+        if key == "setup":
+            _write_setup(value)
+            continue
         sys.stdout.write(f"{key + ':':<18} {'-' if value is None else value}\n")
     sys.stdout.write("transitions:\n")
     for step in body["transitions"]:
         sys.stdout.write(
             f"  {step['at']}  {step['from_status'] or '·'} → {step['to_status']}  {step['reason'] or ''}\n"
         )
+
+
+def _write_setup(setup: dict[str, Any] | None) -> None:
+    if setup is None:
+        sys.stdout.write(f"{'setup:':<18} -\n")
+        return
+    status = setup["status"]
+    if status == "skipped":
+        sys.stdout.write(f"{'setup:':<18} skipped: {setup.get('reason')}\n")
+        if setup.get("hint"):
+            sys.stdout.write(f"{'hint:':<18} {setup['hint']}\n")
+        return
+    line = str(status)
+    if setup.get("exit_code") is not None:
+        line += f" (exit {setup['exit_code']})"
+    if isinstance(setup.get("duration_ms"), int):
+        line += f" in {setup['duration_ms'] / 1000:.1f} s"
+    sys.stdout.write(f"{'setup:':<18} {line}\n")
+
+
+def _setup_of(note: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run's setup as its last ``_baton/setup`` note says (docs/workspaces.md "Setup"),
+    without its output: ``skipped`` with the reason and the hint, or how it ended."""
+    if note is None:
+        return None
+    status = note.get("status")
+    shown = {"status": "running" if status in ("started", "output") else status}
+    for key in ("exit_code", "duration_ms", "reason", "hint"):
+        if key in note and status not in ("started", "output"):
+            shown[key] = note[key]
+    return shown
 
 
 def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
@@ -71,11 +105,13 @@ async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
         last_seq = await runs.log_position(run_id)
         sandbox = await runs.last_note(run_id, "_baton/sandbox")
         trace = await runs.last_note(run_id, "_baton/trace")
+        setup = await runs.last_note(run_id, "_baton/setup")
     body = record.to_dict()
     body.update({name: getattr(record, name) for name in _DETAILS})
     body["executor_id"] = record.executor_id
     body["executor_alive"] = executor_alive(record.executor_id, record.heartbeat_at)
     body["log_entries"] = last_seq
+    body["setup"] = _setup_of(setup)  # the workspace's setup, or why it was skipped and what to do
     body["sandbox"] = sandbox  # where the run's latest execution ran its agent (docs/sandbox.md)
     # The latest execution's OpenTelemetry trace, when traces were exported (docs/observability.md).
     body["trace_id"] = trace.get("trace_id") if trace else None

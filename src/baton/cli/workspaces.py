@@ -1,12 +1,12 @@
-"""``baton workspaces``, ``baton gc [--older-than 7d] [--dry-run] [--force]``, ``baton rm RUN``
-(docs/workspaces.md): what runs' checkouts take on disk, and removing them."""
+"""``baton workspaces``, ``baton gc [--runs] [--older-than 7d] [--dry-run] [--force]``, ``baton rm RUN``
+(docs/workspaces.md): what runs' checkouts take on disk, and removing them (or whole ended runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -77,9 +77,19 @@ def gc_command(
     force: Annotated[
         bool, typer.Option("--force", help="Remove workspaces whose branch is neither merged nor pushed too.")
     ] = False,
+    whole_runs: Annotated[
+        bool,
+        typer.Option(
+            "--runs",
+            help="Remove ended runs entirely (log, snapshots, archives, workspace; default: [runs] retention).",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Remove the workspaces of ended runs (never a branch, never your working tree)."""
+    """Remove the workspaces of ended runs (never a branch, never your working tree); --runs: the runs."""
+    if whole_runs:
+        _gc_runs(older_than, dry_run=dry_run, force=force, json_output=json_output)
+        return
 
     async def collected() -> dict[str, object]:
         seconds = parse_duration(older_than) if older_than is not None else None
@@ -99,6 +109,32 @@ def gc_command(
     for entry in result["kept"]:  # type: ignore[attr-defined]
         sys.stdout.write(f"kept {entry['path']}: {entry['reason']}\n")
     sys.stdout.write(f"{verb} {len(result['removed'])} workspace(s), {_size(int(str(result['freed_bytes'])))}\n")  # type: ignore[arg-type]
+
+
+def _gc_runs(older_than: str | None, *, dry_run: bool, force: bool, json_output: bool) -> None:
+    """``baton gc --runs``: retention for whole runs (baton.workspaces.removal.collect_runs)."""
+
+    async def collected() -> dict[str, Any]:
+        seconds = parse_duration(older_than) if older_than is not None else None
+        async with Runs(Settings.load()) as runs:
+            return (await runs.collect_runs(older_than=seconds, dry_run=dry_run, force=force)).to_json()
+
+    try:
+        result = asyncio.run(collected())
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    if json_output:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return
+    verb = "would remove" if dry_run else "removed"
+    for entry in result["removed"]:
+        where = f" and its workspace {entry['workspace_removed']}" if entry["workspace_removed"] else ""
+        sys.stdout.write(f"{verb} run {entry['run_id']} ({entry['status']}, ended {entry['ended_at']}){where}\n")
+        for note in entry["notes"]:
+            sys.stdout.write(f"note: {note}\n")
+    for entry in result["kept"]:
+        sys.stdout.write(f"kept run {entry['run_id']}: {entry['reason']}\n")
+    sys.stdout.write(f"{verb} {len(result['removed'])} run(s), kept {len(result['kept'])}\n")
 
 
 @app.command("rm")

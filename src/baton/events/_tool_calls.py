@@ -5,7 +5,8 @@ proposal left out (some agents send the input, title or locations only in a late
 File events are emitted when a call completes successfully; ``command.started`` as soon as the
 command is known, ``command.finished`` (and ``test.result``) when the call ends. A permission
 request's ``toolCall`` adds its diffs to the call (OpenCode shows a write's diff
-only there).
+only there) and its command, as the host annotated it (Qwen Code sends a command's input only
+there). A ``command.finished`` output is ``_meta.baton.output`` where an agent's annotation set it.
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ class ToolCalls:
             return [("command.started", self._started(call, tool_call_id))]
         return []
 
-    def on_request(self, tool_call: dict[str, Any]) -> None:
-        """The ``toolCall`` of a permission request: its diffs and locations join the call."""
+    def on_request(self, tool_call: dict[str, Any], command: Any = None) -> None:
+        """The ``toolCall`` of a permission request: its diffs join the call, and its ``command``
+        (the request's ``_meta.baton.command``, as the host annotated it) when none is known yet."""
         call_id = tool_call.get("toolCallId")
         if not isinstance(call_id, str):
             return
@@ -144,6 +146,8 @@ class ToolCalls:
         for item in tool_call.get("content") or ():
             if isinstance(item, dict) and item.get("type") == "diff":
                 self._note_diff(call, item, terminal=False)
+        if command and call.command is None and call.edited is None:  # Qwen Code's input is only here
+            call.command = command_string(command)
 
     def on_update(self, update: dict[str, Any]) -> Produced:
         """A ``tool_call`` or ``tool_call_update``."""
@@ -344,6 +348,10 @@ def truncate_output(text: str) -> tuple[str, bool]:
 
 
 def _output_text(update: dict[str, Any]) -> str:
+    meta = update.get("_meta")
+    baton = meta.get("baton") if isinstance(meta, dict) else None
+    if isinstance(baton, dict) and isinstance(baton.get("output"), str):  # the agent's annotation
+        return str(baton["output"])
     content = update.get("content")
     if content:
         texts = []

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, Literal, TypedDict, get_args
 
 from baton.events._tool_calls import Produced, ToolCalls
 from baton.events.entry import LogEntry
 
-__all__ = ["EVENT_TYPES", "EventType", "Projector", "RunnerEvent", "project"]
+__all__ = ["EVENT_TYPES", "SETUP_LINE_CHARS", "SETUP_OUTPUT_LINES", "EventType", "Projector", "RunnerEvent", "project"]
 
 EventType = Literal[
+    "setup.started",
+    "setup.output",
+    "setup.skipped",
+    "setup.finished",
     "task.started",
     "message",
     "file.read",
@@ -51,6 +56,10 @@ class RunnerEvent(TypedDict):
 _Handler = Callable[[dict[str, Any], str], Produced]
 _REJECT_KINDS = frozenset({"reject_once", "reject_always"})
 _CHUNK_ROLES = {"agent_message_chunk": "agent", "user_message_chunk": "user"}
+# The setup's output as events: at most this many lines a setup (the log keeps every line), each
+# at most this many characters; the lines left out are counted in ``setup.finished``.
+SETUP_OUTPUT_LINES = 1000
+SETUP_LINE_CHARS = 8 * 1024
 # Notifications baton's gate and snapshot code log; their params are the event's data.
 _PASS_THROUGH = {
     "_baton/gate_opened": (
@@ -95,6 +104,9 @@ class Projector:
         self._started = False
         self._tools = ToolCalls(_normal(cwd))
         self._permissions: dict[Any, tuple[Any, Any, Any, dict[str, str], Any]] = {}
+        self._setup_lines = 0  # lines of the current setup given as events
+        self._setup_omitted = 0  # and those left out
+        self._setup_ts: str | None = None  # when it started (a duration for an older note without one)
         self._handlers: dict[str, _Handler] = {
             "session/prompt": self._prompt,
             "session/request_permission": self._permission,
@@ -123,6 +135,8 @@ class Projector:
         if method == "session/update":  # most entries: keep this path short
             update = params.get("update") if type(params) is dict else None
             produced = self._session_update(update) if type(update) is dict else None
+        elif method == "_baton/setup":
+            produced = self._setup(_params(payload), entry["ts"])
         else:
             handler = self._handlers.get(method) if method is not None else None
             produced = handler(payload, entry["direction"]) if handler is not None else None
@@ -190,7 +204,7 @@ class Projector:
             title = tool_call.get("title")
             proposed = baton.get("input") if isinstance(baton.get("input"), dict) else tool_call.get("rawInput")
             self._permissions[request_id] = (tool_call.get("toolCallId"), tool, title, options, proposed)
-            self._tools.on_request(tool_call)
+            self._tools.on_request(tool_call, baton.get("command"))
             return []
         call_id, tool, title, options, proposed = self._permissions.pop(request_id, (None, None, None, {}, None))
         result = payload.get("result")
@@ -232,6 +246,37 @@ class Projector:
         return [("message", {"role": "agent", "text": line if isinstance(line, str) else "", "malformed": True})]
 
     # -- baton's run-level notifications ----------------------------------------------------
+
+    def _setup(self, params: dict[str, Any], ts: str) -> Produced:
+        """The workspace's setup (docs/workspaces.md "Setup"): its start, its output a line at a
+        time (bounded), its end; or why a repository's ``.baton/setup`` did not run."""
+        status = params.get("status")
+        if status == "started":
+            self._setup_lines = self._setup_omitted = 0
+            self._setup_ts = ts
+            return [("setup.started", {"source": params.get("source"), "command": params.get("command")})]
+        if status == "output":
+            if self._setup_lines >= SETUP_OUTPUT_LINES:
+                self._setup_omitted += 1
+                return []
+            self._setup_lines += 1
+            text = params.get("text")
+            return [("setup.output", {"text": text[:SETUP_LINE_CHARS] if isinstance(text, str) else ""})]
+        if status == "finished" or status == "failed":
+            duration = params.get("duration_ms")
+            if not isinstance(duration, int) and self._setup_ts is not None:
+                duration = _millis_between(self._setup_ts, ts)
+            data = {
+                "status": status,
+                "exit_code": params.get("exit_code"),
+                "duration_ms": duration if isinstance(duration, int) else None,
+                "output_lines_omitted": self._setup_omitted,
+            }
+            self._setup_ts = None
+            return [("setup.finished", data)]
+        if status == "skipped":
+            return [("setup.skipped", {"reason": params.get("reason"), "hint": params.get("hint")})]
+        return []
 
     def _run_started(self, payload: dict[str, Any], direction: str) -> Produced:
         params = payload.get("params")
@@ -320,6 +365,14 @@ def _baton_meta(holder: dict[str, Any]) -> dict[str, Any]:
 def _replayed(meta: Any) -> bool:
     baton = meta.get("baton") if isinstance(meta, dict) else None
     return isinstance(baton, dict) and baton.get("replay") is True
+
+
+def _millis_between(start: str, end: str) -> int | None:
+    try:
+        took = datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(took.total_seconds() * 1000)
 
 
 def _normal(cwd: str | None) -> str | None:

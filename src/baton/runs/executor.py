@@ -22,6 +22,7 @@ from baton.acp.extensions import ResumeParams, RunStartedParams, StatusParams, n
 from baton.acp.host import AgentNormalizer, AskHuman, BatonHost, HumanGates
 from baton.acp.replay import AgentRestore, ReplayTagger, restore_session
 from baton.acp.tap import TappingTransport
+from baton.acp.transport import sdk_spans_where_seen
 from baton.acp.workspace import Workspace
 from baton.agents.base import AgentProcess
 from baton.agents.processes import kill_run_processes, run_process_ids
@@ -247,8 +248,12 @@ class RunExecution:
             await asyncio.shield(self._finish(outcome, started))
             raise
         except Exception as exc:  # the run must end in the log whatever happened
-            code = exc.code if isinstance(exc, AgentError | WorkspaceError | RefusedError) else "agent_error"
-            outcome = RunOutcome(run_id, "failed", code=code, message=str(exc))
+            # A baton error's code is the outcome's, so its own message (str() says the code again).
+            if isinstance(exc, AgentError | WorkspaceError | RefusedError):
+                code, message = exc.code, exc.message
+            else:
+                code, message = "agent_error", str(exc)
+            outcome = RunOutcome(run_id, "failed", code=code, message=message)
         await self._close_network()
         outcome = await self._close_model(outcome)
         await self._finish(outcome, started)
@@ -258,7 +263,7 @@ class RunExecution:
         """The workspace's setup (baton.workspaces.setup), or the note that says why it was skipped."""
         step, skipped = setup.step, setup.skipped
         if skipped is not None:
-            self._note("setup", {"status": "skipped", "reason": skipped})
+            self._note("setup", {"status": "skipped", "reason": skipped, "hint": setup.hint})
         if step is not None:
             await run_setup(
                 step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
@@ -412,6 +417,7 @@ class RunExecution:
                 on_mode=self._mode_from_gate,
             )
             host.mcp_servers = frozenset(server.name for server in self._mcp_servers)
+            sdk_spans_where_seen()
             conn = connect_to_agent(cast(Any, host), tap)
             try:
                 return await self._drive(conn, host, cwd)

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from baton.config import Settings
-from baton.errors import NotFoundError
+from baton.errors import NotFoundError, UsageError
 from baton.events.entry import LogEntry, utc_timestamp
 from baton.runs.executors import effective_status
 from baton.store.reads import RunReads, SqliteReads
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from baton.runs.record_scenario import RecordedScenario, WrittenAs
     from baton.store import SessionLog, Store
     from baton.workspaces.gc import GcResult, WorkspaceEntry
-    from baton.workspaces.removal import RemovedRun
+    from baton.workspaces.removal import RemovedRun, RunsGcResult
 
 __all__ = [
     "GATE_STATUSES",
@@ -193,14 +193,10 @@ class Runs:
         return await self._read.read_log(run_id, after=after, until=until)
 
     async def last_note(self, run_id: str, method: str) -> dict[str, Any] | None:
-        """The params of the run's last log entry of ``method`` (e.g. ``_baton/sandbox``), or None.
-        Reads the log from its start: fine for ``baton show``, not for a hot path."""
-        found: dict[str, Any] | None = None
-        for entry in await self.read_log(run_id):
-            if entry["method"] == method:
-                params = entry["payload"].get("params")
-                found = params if isinstance(params, dict) else found
-        return found
+        """The params of the run's last log entry of ``method`` (e.g. ``_baton/sandbox``), or None
+        (``run_not_found`` for no such run). One row is read, whatever the log's length."""
+        await self._read.get_run(run_id)
+        return await self._read.last_params(run_id, method)
 
     async def runner_events(self, run_id: str, after: int = 0) -> list[RunnerEvent]:
         """The run's runner events with ``seq > after``, projected from its whole log."""
@@ -385,6 +381,25 @@ class Runs:
         limit = older_than if older_than is not None else self.settings.workspace_retention_seconds
         return await asyncio.to_thread(collect, self.settings, entries, older_than=limit, dry_run=dry_run, force=force)
 
+    async def collect_runs(
+        self, *, older_than: float | None = None, dry_run: bool = False, force: bool = False
+    ) -> RunsGcResult:
+        """``baton gc --runs``: remove entirely the runs that ended longer ago than ``older_than``
+        seconds (default ``[runs] retention``; neither: ``invalid_argument``), as ``baton rm`` would,
+        keeping those whose workspace ``rm`` refuses without ``force``."""
+        from baton.workspaces.removal import collect_runs
+
+        limit = older_than if older_than is not None else self.settings.run_retention_seconds
+        if limit is None:
+            raise UsageError(
+                "invalid_argument",
+                "baton gc --runs removes runs entirely: give --older-than (e.g. 30d) or set [runs] retention",
+            )
+        store = await self._writable()
+        return await collect_runs(
+            store, self.settings, await self.list_runs(), older_than=limit, dry_run=dry_run, force=force
+        )
+
     async def remove_run(self, run_id: str, *, force: bool = False) -> RemovedRun:
         """``baton rm``: the run removed entirely (refused while it is live)."""
         from baton.workspaces.removal import remove_run
@@ -442,6 +457,9 @@ class _StoreReads:
 
     async def read_log(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]:
         return await self._log.read(run_id, after=after, until=until)
+
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None:
+        return await self._log.last_params(run_id, method)
 
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
         return await self._store.list_snapshots(run_id)

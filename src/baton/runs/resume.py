@@ -26,6 +26,7 @@ from typing import Any, Final, TypeVar
 
 from baton.acp.extensions import ResumeParams
 from baton.acp.replay import AgentRestore
+from baton.acp.wire import decode_json
 from baton.agents.processes import kill_run_processes, run_process_ids
 from baton.config import Settings
 from baton.errors import RefusedError, UsageError
@@ -62,7 +63,7 @@ RESUME_MARKER: Final = "[baton:resume]"
 DEFAULT_CONTEXT_TOKENS: Final = 50_000
 RESULT_CHARS: Final = 4_000  # a longer tool result (or input) keeps its first and last halves
 _SUMMARY_CHARS: Final = 200
-_PAGE: Final = 10_000
+_PAGE: Final = 5_000  # entries read at once (peak of a 200k-entry rebuild: 42 MB; 10,000 took 53 MB)
 CHECKPOINT_ENTRIES: Final = 1_000
 # What a stored conversation keeps: twice what a default rebuilt context can hold.
 STATE_CHARS: Final = 8 * DEFAULT_CONTEXT_TOKENS
@@ -508,7 +509,7 @@ def _holds_a_conversation(transcript: Path) -> bool:
     with transcript.open("rb") as lines:
         for line in lines:
             try:
-                record = json.loads(line)
+                record = decode_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("type") in ("user", "assistant"):

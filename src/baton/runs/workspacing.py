@@ -28,7 +28,7 @@ from baton.workspaces.create import (
 )
 from baton.workspaces.instructions import RepoInstructions, read_instructions
 from baton.workspaces.record import WorkspaceRecord, workspace_of
-from baton.workspaces.setup import WorkspaceSetup
+from baton.workspaces.setup import WorkspaceSetup, skipped_hint
 
 __all__ = ["discarded", "instructions_of", "made_workspace", "recreated_workspace", "setup_of"]
 
@@ -65,7 +65,8 @@ def setup_of(settings: Settings, record: RunRecord) -> WorkspaceSetup | None:
     step, skipped = setup_step(settings, workspace, record.id)
     if step is None and skipped is None:
         return None
-    return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home")
+    hint = skipped_hint(workspace.repo, settings.home / "baton.toml") if skipped is not None else None
+    return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home", hint)
 
 
 def instructions_of(

@@ -14,11 +14,11 @@ log's ``method`` column, never by projecting the logs.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from sqlalchemy import Engine, func, select
 
+from baton.acp.wire import decode_json
 from baton.store.tables import gates, log_entries, runs, tasks
 
 __all__ = ["PROMPT_CHARS", "first_line", "run_summaries"]
@@ -77,7 +77,7 @@ def first_line(text: Any) -> str | None:
 
 def _params(payload: str) -> dict[str, Any]:
     try:
-        params = json.loads(payload).get("params")
+        params = decode_json(payload).get("params")
     except (ValueError, AttributeError):
         return {}
     return params if isinstance(params, dict) else {}

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Final, Protocol, cast
 
-import orjson
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
+from baton.acp.wire import decode_json
 from baton.errors import NotFoundError
 from baton.events.entry import Direction, LogEntry
 from baton.store._runlog import RunLog
@@ -251,7 +251,7 @@ class StoredEntries:
 
     def __iter__(self) -> Iterator[LogEntry]:
         run_id = self._run_id
-        loads = orjson.loads
+        loads = decode_json
         for seq, ts, direction, method, payload in self._rows:
             yield {
                 "run_id": run_id,
@@ -299,5 +299,5 @@ def last_params(engine: Engine, run_key: int, method: str) -> dict[str, Any] | N
         row = connection.execute(query).one_or_none()
     if row is None:
         return None
-    params = orjson.loads(row[0]).get("params")
+    params = decode_json(row[0]).get("params")
     return params if isinstance(params, dict) else None

@@ -12,13 +12,13 @@ instead (which creates or migrates it). This is the store's one module that spea
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import unquote
 
+from baton.acp.wire import decode_json
 from baton.errors import NotFoundError
 from baton.events.entry import LogEntry
 from baton.store._revisions import declared_head
@@ -60,6 +60,7 @@ _JSON_COLUMNS: Final = frozenset(
     }
 )
 _SELECT_RUNS: Final = f"SELECT {', '.join('r.' + name for name in _RUN_COLUMNS)} FROM runs r"
+_RUN_BY_ID: Final = f"{_SELECT_RUNS} WHERE r.id = ?"
 _SELECT_GATES: Final = (
     f"SELECT {', '.join('g.' + name for name in _GATE_COLUMNS)}, r.id FROM gates g JOIN runs r ON r.run_key = g.run_key"
 )
@@ -74,6 +75,7 @@ class RunReads(Protocol):
     async def get_task(self, task_id: str) -> TaskRecord: ...
     async def log_position(self, run_id: str) -> int: ...
     async def read_log(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]: ...
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None: ...
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]: ...
     async def list_gates(
         self, run_id: str | None = None, status: str | None = None, owner: str | None = None
@@ -101,13 +103,18 @@ class SqliteReads:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, url: str) -> SqliteReads | None:
-        """Reads of the store at ``url``; None unless it is a SQLite file at the newest revision."""
+    def open(cls, url: str, *, busy_timeout: float = _BUSY_TIMEOUT_SECONDS) -> SqliteReads | None:
+        """Reads of the store at ``url``; None unless it is a SQLite file at the newest revision.
+
+        ``busy_timeout=0`` for reads on the event loop: a locked database raises at once
+        (``storage_busy``) instead of blocking the loop (in WAL mode a read is never locked out
+        by a writer).
+        """
         path = sqlite_path(url)
         head = declared_head()
         if path is None or head is None or not path.is_file():
             return None
-        connection = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_SECONDS, check_same_thread=False)
+        connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
         connection.isolation_level = None  # no implicit BEGIN: each read is its own statement
         try:
             rows = connection.execute("SELECT version_num FROM alembic_version").fetchall()
@@ -128,7 +135,11 @@ class SqliteReads:
     # Runs and tasks.
 
     async def get_run(self, run_id: str) -> RunRecord:
-        rows = await self._query(f"{_SELECT_RUNS} WHERE r.id = ?", (run_id,))
+        return await in_thread(self.run_now, run_id)
+
+    def run_now(self, run_id: str) -> RunRecord:
+        """The run, read in the calling thread (a primary-key read: ~0.1 ms), or ``run_not_found``."""
+        rows = self._fetch(_RUN_BY_ID, (run_id,))
         if not rows:
             raise NotFoundError("run_not_found", f"no run {run_id}")
         return _run(rows[0])
@@ -185,10 +196,22 @@ class SqliteReads:
                 "ts": ts,
                 "direction": direction,
                 "method": method,
-                "payload": json.loads(payload),
+                "payload": decode_json(payload),
             }
             for seq, ts, direction, method, payload in rows
         ]
+
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None:
+        """The ``params`` of the run's latest committed entry with ``method`` (None: none), or
+        ``run_not_found``; one row read."""
+        key = await self._run_key(run_id)
+        rows = await self._query(
+            "SELECT payload FROM log_entries WHERE run_key = ? AND method = ? ORDER BY seq DESC LIMIT 1", (key, method)
+        )
+        if not rows:
+            return None
+        params = decode_json(rows[0][0]).get("params")
+        return params if isinstance(params, dict) else None
 
     # Snapshots and gates.
 
@@ -233,7 +256,7 @@ class SqliteReads:
 
 def _json(text: str | None) -> Any:
     # JSON columns hold JSON text; a Python None was written as SQL NULL or as the text "null".
-    return None if text is None else json.loads(text)
+    return None if text is None else decode_json(text)
 
 
 def _decoded(columns: tuple[str, ...], row: tuple[Any, ...]) -> dict[str, Any]:

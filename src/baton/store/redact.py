@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import orjson
 
+from baton.acp.wire import decode_json
 from baton.errors import UsageError
 
 __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "Redactor", "encode_json"]
@@ -99,8 +100,8 @@ class Redactor:
         if redacted is text:
             return text, payload
         try:
-            parsed = orjson.loads(redacted)
-        except ValueError:  # orjson.JSONDecodeError
+            parsed = decode_json(redacted)
+        except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
             parsed = self._redact_value(payload)

@@ -24,6 +24,7 @@ from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record,
 from baton.store._writer import run_position
 from baton.store.engine import READ_ONLY, make_engine
 from baton.store.migrate import upgrade
+from baton.store.reads import SqliteReads
 from baton.store.records import (
     RUN_MODES,
     RUN_STATUSES,
@@ -65,6 +66,8 @@ UPDATABLE_FIELDS: Final = frozenset(
         "heartbeat_at",
         "request",
         "result",
+        "repo",  # a fleet run's workspace, made on the worker that takes it (docs/fleet.md)
+        "cwd",
     }
 )
 _RECORD_COLUMNS: Final = RECORD_COLUMNS
@@ -83,6 +86,9 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._closed = False
+        # A SQLite file's primary-key reads run inline on the caller's thread (see get_run).
+        self._inline: SqliteReads | None = None
+        self._inline_open = engine.dialect.name == "sqlite"
         event.listen(engine, "checkin", self._close_late_checkin)
 
     @classmethod
@@ -124,6 +130,9 @@ class Store:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._inline is not None:
+                self._inline.close()
+                self._inline = None
             self.engine.dispose()
 
     def _close_late_checkin(self, _dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
@@ -280,19 +289,47 @@ class Store:
         return await in_thread(self._create_run, values, exclusive)
 
     async def claim_run(
-        self, run_id: str, *, expected_executor: str | None, executor_id: str, exclusive: Holds | None = None
+        self, run_id: str, *, expected_executor: str | None, executor_id: str | None, exclusive: Holds | None = None
     ) -> bool:
         """Make ``executor_id`` the run's executor if it still is ``expected_executor`` (compare-and-set:
         of two processes taking over one run, one wins); False when another took it first.
+        ``executor_id`` None releases a dead executor's run (a fleet takeover, docs/fleet.md).
 
         With ``exclusive``, refused with ``workspace_busy`` while another run holds the run's
         workspace, in the same transaction (as :meth:`create_run`).
         """
         return await in_thread(self._claim_run, run_id, expected_executor, executor_id, exclusive)
 
+    async def live_executor_keys(self) -> set[int]:
+        """The lock keys of the executors alive now (Postgres: baton.store.liveness)."""
+        from baton.store.liveness import live_executor_keys
+
+        return await in_thread(live_executor_keys, self.engine)
+
     async def get_run(self, run_id: str) -> RunRecord:
-        """The run, or ``NotFoundError("run_not_found")``."""
+        """The run, or ``NotFoundError("run_not_found")``.
+
+        On a SQLite file the read runs inline, without a worker thread: a primary-key read of a
+        WAL database is ~0.1 ms and never waits for a writer, a thread hop costs more than the
+        read (the server's hottest request, ``GET /v1/runs/{id}``). A read that finds the
+        database locked after all (another process switching the journal mode) goes to a thread
+        and waits there; Postgres reads always do.
+        """
+        inline = self._inline_reads()
+        if inline is not None:
+            try:
+                with map_storage_errors():
+                    return inline.run_now(run_id)
+            except StorageError as exc:
+                if exc.code != "storage_busy":
+                    raise
         return await in_thread(self._get_run, run_id)
+
+    def _inline_reads(self) -> SqliteReads | None:
+        if self._inline is None and self._inline_open and not self._closed:
+            self._inline_open = False  # tried once: a store that is no SQLite file reads through threads
+            self._inline = SqliteReads.open(self.engine.url.render_as_string(hide_password=False), busy_timeout=0)
+        return self._inline
 
     async def list_runs(self, status: str | tuple[str, ...] | None = None) -> list[RunRecord]:
         """Runs in creation order, optionally only those with ``status`` (or any of several)."""
@@ -407,7 +444,7 @@ class Store:
             raise UsageError("invalid_argument", f"cannot create run {values['id']}: {exc.orig}") from exc
         return _record(row)
 
-    def _claim_run(self, run_id: str, expected: str | None, executor_id: str, exclusive: Holds | None) -> bool:
+    def _claim_run(self, run_id: str, expected: str | None, executor_id: str | None, exclusive: Holds | None) -> bool:
         with self.engine.begin() as connection:
             found = connection.execute(select(runs.c.repo, runs.c.cwd).where(runs.c.id == run_id)).one_or_none()
             if found is None:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from baton.cassettes import Mismatch
 from baton.cassettes.rewrite import replay_events
 from baton.errors import UsageError
-from baton.testing import _anthropic, _gemini, _responses
+from baton.testing import _anthropic, _chat, _gemini, _responses
 from baton.testing._replay import CassettePlayer, ReplayTiming
 from baton.testing._scenario import Failure, Scenario, TextBlock, load_scenario
 from baton.testing._selection import (
@@ -178,6 +178,8 @@ def _error_body_for(path: str) -> _ErrorBody:
         return _responses.error_body
     if _gemini.is_gemini_path(path):
         return _gemini.error_body
+    if path in _chat.CHAT_PATHS:
+        return _chat.error_body
     return _anthropic.error_body
 
 
@@ -261,6 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_responses(body)
         elif _gemini.is_gemini_path(path) and isinstance(body, dict):
             self._answer_gemini(body, path)
+        elif path in _chat.CHAT_PATHS and isinstance(body, dict):
+            self._answer_chat(body)
         elif path == f"{_anthropic.MESSAGES_PATH}/count_tokens":
             self._record(body)
             self._send_json(200, {"input_tokens": self.server.owner.scenario.usage["input_tokens"]})
@@ -346,6 +350,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _gemini.response_json(reply, model))
             return
         self._stream(_gemini.sse_events(reply, model))
+
+    def _answer_chat(self, body: dict[str, Any]) -> None:
+        reply = self._scripted_reply(_chat.read_conversation(body), body, _chat.error_body)
+        if reply is None:
+            return
+        if not body.get("stream"):
+            self._send_json(200, _chat.response_json(reply, body))
+            return
+        self._stream(_chat.sse_events(reply, body))
 
     def _stream(
         self, events: Iterator[bytes], *, status: int = 200, content_type: str = "text/event-stream; charset=utf-8"

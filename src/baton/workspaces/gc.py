@@ -26,7 +26,15 @@ from baton.workspaces.ports import release_ports
 from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.worktree import remove_worktree
 
-__all__ = ["GcResult", "WorkspaceEntry", "collect", "keep_reason", "list_workspaces", "remove_workspace"]
+__all__ = [
+    "GcResult",
+    "WorkspaceEntry",
+    "collect",
+    "ended_longer_ago",
+    "keep_reason",
+    "list_workspaces",
+    "remove_workspace",
+]
 
 
 @dataclass
@@ -95,7 +103,7 @@ def list_workspaces(settings: Settings, records: Iterable[RunRecord], *, sizes: 
             continue
         entry = found.setdefault(workspace.path, WorkspaceEntry(workspace.path, workspace.kind, workspace.repo))
         entry.runs.append(record)
-        entry.branch = _branch(workspace) or entry.branch
+        entry.branch = _branch(record, workspace) or entry.branch
     root = settings.home / "workspaces"
     if root.is_dir():
         for folder in sorted(root.iterdir()):
@@ -108,9 +116,14 @@ def list_workspaces(settings: Settings, records: Iterable[RunRecord], *, sizes: 
     return entries
 
 
-def _branch(workspace: WorkspaceRecord) -> str | None:
-    branch = workspace.extra.get("branch")
-    return branch if isinstance(branch, str) and branch else None
+def _branch(record: RunRecord, workspace: WorkspaceRecord) -> str | None:
+    """The branch the run left: its result's (``runs.result``, where baton.results writes it),
+    else one its workspace record names."""
+    result = record.result if isinstance(record.result, dict) else {}
+    for branch in (result.get("branch"), workspace.extra.get("branch")):
+        if isinstance(branch, str) and branch:
+            return branch
+    return None
 
 
 def disk_usage(folder: Path) -> int:
@@ -186,6 +199,13 @@ def _why_kept(entry: WorkspaceEntry, older_than: float | None, moment: datetime.
     if not force:
         return keep_reason(entry)
     return None
+
+
+def ended_longer_ago(stamp: str | None, seconds: float, moment: datetime.datetime) -> bool:
+    """Whether a run that ended at ``stamp`` (ISO 8601) did so at least ``seconds`` before
+    ``moment`` (a stamp that cannot be read: no)."""
+    parsed = _parse(stamp) if stamp else None
+    return parsed is not None and (moment - parsed).total_seconds() >= seconds
 
 
 def remove_workspace(settings: Settings, entry: WorkspaceEntry) -> None:

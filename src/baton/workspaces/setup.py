@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from baton.sandbox.plan import SandboxPlan
 from baton.sandbox.spawn import spawn_contained
 from baton.workspaces._git import git_text
 
-__all__ = ["SETUP_FILE", "SetupStep", "WorkspaceSetup", "read_setup_script", "run_setup"]
+__all__ = ["SETUP_FILE", "SetupStep", "WorkspaceSetup", "read_setup_script", "run_setup", "skipped_hint"]
 
 SETUP_FILE: Final = ".baton/setup"
 _OUTPUT_TAIL: Final = 16 * 1024
@@ -63,6 +64,16 @@ class WorkspaceSetup:
     step: SetupStep | None
     skipped: str | None
     script_dir: Path
+    hint: str | None = None  # how to have a skipped .baton/setup run (shown beside the skip)
+
+
+def skipped_hint(repo: str, config: Path) -> str:
+    """What the user can do about a ``.baton/setup`` skipped for an untrusted repository: trust
+    the repository in the configuration, or give the run its setup command."""
+    return (
+        f'to run it, trust the repository: add "{repo}" to trusted under [workspace] in {config}; '
+        "or give the run a setup command yourself: --setup CMD"
+    )
 
 
 def read_setup_script(workspace: Path, commit: str | None) -> str | None:
@@ -89,6 +100,11 @@ async def run_setup(
         script_path.chmod(0o755)
     argv = step.argv(script_path)
     note("setup", {"status": "started", **step.describe()})
+    started = time.monotonic()
+
+    def took() -> int:
+        return int((time.monotonic() - started) * 1000)
+
     env = {**_without_secrets(os.environ), **(step.env or {})}
     try:
         process = await spawn_contained(
@@ -102,10 +118,10 @@ async def run_setup(
             stderr=asyncio.subprocess.STDOUT,
         )
     except AgentError as exc:
-        note("setup", {"status": "failed", "exit_code": None, "output": exc.message})
+        note("setup", {"status": "failed", "exit_code": None, "output": exc.message, "duration_ms": took()})
         raise WorkspaceError("workspace_setup_failed", f"the setup's sandbox could not start: {exc.message}") from exc
     except OSError as exc:
-        note("setup", {"status": "failed", "exit_code": None, "output": str(exc)})
+        note("setup", {"status": "failed", "exit_code": None, "output": str(exc), "duration_ms": took()})
         raise WorkspaceError("workspace_setup_failed", f"the setup could not start: {exc}") from exc
     tail = bytearray()
     assert process.stdout is not None
@@ -121,13 +137,13 @@ async def run_setup(
         raise
     output = tail.decode(errors="replace")
     if code != 0:
-        note("setup", {"status": "failed", "exit_code": code, "output": output})
+        note("setup", {"status": "failed", "exit_code": code, "output": output, "duration_ms": took()})
         raise WorkspaceError(
             "workspace_setup_failed",
             f"the setup ({step.describe()['command']}) exited {code}: {output.strip()[-2000:]}",
             details={"exit_code": code, "output": output},
         )
-    note("setup", {"status": "finished", "exit_code": 0})
+    note("setup", {"status": "finished", "exit_code": 0, "duration_ms": took()})
 
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")

@@ -42,6 +42,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from baton.acp.wire import decode_json
 from baton.agents.processes import RUN_ID_VARIABLE, kill_process_group, kill_run_processes
 from baton.sandbox.netns import Door
 from baton.sandbox.plan import SandboxPlan
@@ -107,7 +108,7 @@ def _die_with_parent() -> None:
 
 def _is_json_object(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(decode_json(line), dict)
     except ValueError:
         return False
 
