@@ -6,7 +6,8 @@ Tools: ``echo(text)`` answers ``echo: TEXT``; ``token()`` answers ``token=$MCP_T
 secret baton's configuration gives this server, and only it); ``agent_env()`` answers whether
 the agent's variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``) are in this server's
 environment; ``header()`` answers ``authorization=VALUE`` of the request's ``Authorization``
-header (over HTTP; ``none`` over stdio); ``crash()`` exits the server in the middle of the call; ``hang()`` never answers.
+header (over HTTP; ``none`` over stdio); ``crash()`` exits the server in the middle of the call;
+``hang()`` never answers.
 """
 
 from __future__ import annotations
