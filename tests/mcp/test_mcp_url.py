@@ -28,9 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 PATHS = {"http": "/mcp", "sse": "/sse"}
 
 
-# SSE ("sse", served by the same file) works too, but leaves one socket of the SDK's sse_client
-# unclosed when the proxy closes (a ResourceWarning, an error under filterwarnings): not yet here.
-@pytest.fixture(params=["http"])
+@pytest.fixture(params=["http", "sse"])
 def url_server(request: pytest.FixtureRequest) -> Iterator[McpServerConfig]:
     """The test server listening on 127.0.0.1 (streamable HTTP or SSE), as baton's configuration
     names it (``u``, ``Authorization: Bearer TOKEN``)."""
