@@ -1,17 +1,22 @@
-"""A small MCP server over stdio for the MCP tests and the benchmark (the ``mcp`` SDK's ``MCPServer``).
+"""A small MCP server for the MCP tests and the benchmark (the ``mcp`` SDK's ``MCPServer``):
+``python mcp_test_server.py`` over stdio; ``python mcp_test_server.py streamable-http|sse PORT``
+on 127.0.0.1:PORT (paths ``/mcp`` and ``/sse``).
 
 Tools: ``echo(text)`` answers ``echo: TEXT``; ``token()`` answers ``token=$MCP_TEST_TOKEN`` (the
 secret baton's configuration gives this server, and only it); ``agent_env()`` answers whether
 the agent's variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``) are in this server's
-environment; ``crash()`` exits the server in the middle of the call; ``hang()`` never answers.
+environment; ``header()`` answers ``authorization=VALUE`` of the request's ``Authorization``
+header (over HTTP; ``none`` over stdio); ``crash()`` exits the server in the middle of the call;
+``hang()`` never answers.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("baton-test")
 
@@ -35,6 +40,13 @@ def agent_env() -> str:
 
 
 @server.tool()
+def header(ctx: Context) -> str:
+    """The Authorization header the call came with."""
+    headers = ctx.headers or {}
+    return f"authorization={headers.get('authorization', 'none')}"
+
+
+@server.tool()
 def crash() -> str:
     """Exit in the middle of the call."""
     os._exit(3)
@@ -48,4 +60,7 @@ def hang() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) > 2 and sys.argv[1] in ("sse", "streamable-http"):
+        server.run(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))  # type: ignore[call-overload]
+    else:
+        server.run("stdio")

@@ -190,16 +190,17 @@ class BatonHost:
         calls = self._calls(tool_call, meta)
         shape = _shape(calls[0], self.last_plan)
         decision = _combine([self.gatekeeper.decide(call) for call in calls])
-        if self._proxied(calls):
-            decision = Decision("allow", MCP_PROXY, f"{calls[0].tool_name} is decided by baton's MCP proxy")
+        described = tool_call.model_dump(by_alias=True, exclude_none=True)
+        proxied = self._proxied(calls, described)
+        if proxied is not None:
+            decision = Decision("allow", MCP_PROXY, f"{proxied} is decided by baton's MCP proxy")
         if shape is not None:  # a question or a plan review always reaches a human
             decision = Decision(behavior="ask", reason=f"gate:{shape.kind}", message=shape.summary)
-        described = tool_call.model_dump(by_alias=True, exclude_none=True)
         bound = self.agent.bound_input(described) if self.agent is not None else claude_bound_input(described)
         baton: dict[str, Any] = {
             "bound_call_id": tool_call.tool_call_id,
             "bound_input_hash": bound_input_hash(bound),
-            "tool_name": calls[0].tool_name,
+            "tool_name": proxied or calls[0].tool_name,
         }
         answer: GateAnswer | None = None
         if decision.behavior == "ask" and self.ask_human is not None:
@@ -284,14 +285,19 @@ class BatonHost:
         await self._wait_logged()
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"), field_meta={"baton": baton})
 
-    def _proxied(self, calls: list[ToolCall]) -> bool:
-        """A call of a server behind baton's MCP proxy, from baton's Claude adapter (whose tool
-        names are Claude Code's own): the proxy decides it when it is made, so it is not asked
-        twice. Another agent's names are its own: its requests are decided here as they come."""
-        if not self.mcp_servers or self.agent is not None or len(calls) != 1:
-            return False
-        server, sep, tool = calls[0].tool_name.removeprefix("mcp__").partition("__")
-        return calls[0].tool_name.startswith("mcp__") and bool(sep and tool) and server in self.mcp_servers
+    def _proxied(self, calls: list[ToolCall], described: dict[str, Any]) -> str | None:
+        """``mcp__SERVER__TOOL`` when the request is the agent's own for a tool of a server behind
+        baton's MCP proxy: the proxy decides the call when it is made, so it is not asked twice.
+        baton's Claude adapter names it so itself; a subprocess agent's request is recognised by
+        its registry entry's ``mcp_call`` (an agent without one is decided here as it comes)."""
+        if not self.mcp_servers or len(calls) != 1:
+            return None
+        if self.agent is None:
+            server, sep, tool = calls[0].tool_name.removeprefix("mcp__").partition("__")
+            named = calls[0].tool_name.startswith("mcp__") and bool(sep and tool) and server in self.mcp_servers
+            return calls[0].tool_name if named else None
+        found = self.agent.mcp_call(described, self.mcp_servers) if self.agent.mcp_call is not None else None
+        return f"mcp__{found[0]}__{found[1]}" if found is not None and found[0] in self.mcp_servers else None
 
     def _calls(self, tool_call: Any, meta: dict[str, Any]) -> list[ToolCall]:
         found = meta.get("baton")

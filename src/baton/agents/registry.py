@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -124,6 +125,12 @@ class AgentEntry:
     # over through the agent's system-prompt channel (its launch recipe, LaunchContext.instructions).
     # Empty: the agent has no such channel here, and is given none.
     instruction_files: tuple[str, ...] = ()
+    # (tool call as described, the run's MCP server names) → (server, tool) when the permission
+    # request is the agent's own for a tool of a server baton handed it (docs/agents.md "MCP
+    # servers"): that call reaches baton's proxy, which decides it, so the host answers it allow
+    # (reason mcp_proxy) instead of deciding it twice. None: the agent's requests are decided as
+    # they come.
+    mcp_call: Callable[[dict[str, Any], frozenset[str]], tuple[str, str] | None] | None = None
 
     def executable(self) -> Path | None:
         """The installed command, or None when the package is not installed."""
@@ -303,6 +310,25 @@ def codex_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) -
     return [ToolCall(f"codex:{kind or 'unknown'}", dict(raw), tool_call_id, kind)]
 
 
+_CODEX_MCP_TOOL = re.compile(r'^Allow the (?P<server>.+) MCP server to run tool "(?P<tool>[^"]+)"\?$')
+
+
+def codex_mcp_call(tool_call: dict[str, Any], servers: frozenset[str]) -> tuple[str, str] | None:
+    """Codex's approval of an MCP tool call: ``rawInput`` ``{server_name, request: {message, _meta:
+    {codex_approval_kind: "mcp_tool_call"}}}``, the tool named only in the message."""
+    raw = tool_call.get("rawInput")
+    request = raw.get("request") if isinstance(raw, dict) else None
+    meta = request.get("_meta") if isinstance(request, dict) else None
+    if not isinstance(meta, dict) or meta.get("codex_approval_kind") != "mcp_tool_call":
+        return None
+    assert isinstance(raw, dict) and isinstance(request, dict)
+    found = _CODEX_MCP_TOOL.match(str(request.get("message") or ""))
+    server = raw.get("server_name")
+    if found is None or server not in servers or found.group("server") != server:
+        return None
+    return str(server), found.group("tool")
+
+
 def _codex_binary() -> str:
     # The npm .bin entry is a node wrapper around this native binary; start the binary itself.
     return f"node_modules/@zed-industries/codex-acp-linux-{npm_arch()}/bin/codex-acp"
@@ -352,6 +378,7 @@ CODEX = AgentEntry(
     bound_input=codex_bound_input,
     settings=(_AUTO, _ASK_ALL),
     tool_calls=codex_tool_calls,
+    mcp_call=codex_mcp_call,
     launch=codex_command,
     instruction_files=("AGENTS.md",),
 )
@@ -455,12 +482,33 @@ CLAUDE_ACP = AgentEntry(
     bound_input=claude_acp_bound_input,
     settings=(_CLAUDE_ACP_ASK_ALL,),
     tool_calls=claude_acp_tool_calls,
+    mcp_call=lambda tool_call, servers: named_mcp_call(str(tool_call.get("title") or ""), servers),
     launch=claude_acp_command,
     provider="anthropic",
     instruction_files=("CLAUDE.md", "AGENTS.md"),
 )
 
+
+def named_mcp_call(name: str, servers: frozenset[str]) -> tuple[str, str] | None:
+    """``mcp__SERVER__TOOL`` (Claude Code's name of an MCP tool, the title of claude-agent-acp's
+    request) → (server, tool) for a server of the run."""
+    server, sep, tool = name.removeprefix("mcp__").partition("__")
+    return (server, tool) if name.startswith("mcp__") and sep and tool and server in servers else None
+
+
 # -- Gemini CLI --------------------------------------------------------------------------------
+
+_GEMINI_MCP_TITLE = re.compile(r"^(?P<tool>\S+) \((?P<server>\S+) MCP Server\)$")
+
+
+def gemini_mcp_call(tool_call: dict[str, Any], servers: frozenset[str]) -> tuple[str, str] | None:
+    """Gemini CLI's request for an MCP tool: kind ``other``, title ``TOOL (SERVER MCP Server)``,
+    its id starting ``mcp_SERVER_TOOL``."""
+    found = _GEMINI_MCP_TITLE.match(str(tool_call.get("title") or ""))
+    if found is None or tool_call.get("kind") != "other" or found.group("server") not in servers:
+        return None
+    server, tool = found.group("server"), found.group("tool")
+    return (server, tool) if str(tool_call.get("toolCallId") or "").startswith(f"mcp_{server}_{tool}") else None
 
 
 def gemini_bound_input(tool_call: dict[str, Any]) -> dict[str, Any]:
@@ -567,6 +615,7 @@ GEMINI = AgentEntry(
     bound_input=gemini_bound_input,
     settings=(_GEMINI_ASK_ALL,),
     tool_calls=gemini_tool_calls,
+    mcp_call=gemini_mcp_call,
     launch=gemini_command,
     provider="gemini",
     # Through a client's fs, write_file of a new file fails: Gemini CLI reads it first and does not
@@ -585,6 +634,20 @@ _OPENCODE_ASK_ALL = NativeSetting(
     evidence="tests/agents/opencode/test_opencode.py::test_ask_all_sends_every_call_to_the_gatekeeper",
     config=OpenCodeSetting({"*": "ask"}),
 )
+
+
+def opencode_mcp_call(tool_call: dict[str, Any], servers: frozenset[str]) -> tuple[str, str] | None:
+    """OpenCode's request for an MCP tool: kind ``other``, title ``SERVER_TOOL`` (its name for the
+    tool), the longest server name of the run that prefixes it. OpenCode's own tools (bash, read,
+    edit, webfetch, todowrite …) have no ``_`` in their names."""
+    title = str(tool_call.get("title") or "")
+    if tool_call.get("kind") != "other":
+        return None
+    for server in sorted(servers, key=len, reverse=True):
+        if title.startswith(server + "_") and len(title) > len(server) + 1:
+            return server, title[len(server) + 1 :]
+    return None
+
 
 OPENCODE = AgentEntry(
     name="opencode",
@@ -607,6 +670,7 @@ OPENCODE = AgentEntry(
     bound_input=acp_bound_input,
     settings=(_OPENCODE_ASK_ALL,),
     tool_calls=acp_tool_calls,
+    mcp_call=opencode_mcp_call,
     launch=opencode_command,
     provider="anthropic",
     annotation=opencode_annotation,

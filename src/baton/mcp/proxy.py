@@ -82,7 +82,7 @@ class _Backend:
         self.gone: str | None = None  # why the server cannot be reached any more
         self._errlog = errlog
 
-    def _transport(self) -> Any:
+    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         config = self.config
         if config.transport == "stdio":
             params = StdioServerParameters(
@@ -93,10 +93,11 @@ class _Backend:
         if config.transport == "sse":
             return sse_client(config.url, headers=dict(config.headers))
         http = httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=None))
+        stack.push_async_callback(http.aclose)  # a client handed in is not closed by the transport
         return streamable_http_client(config.url, http_client=http)
 
     async def connect(self, stack: contextlib.AsyncExitStack) -> None:
-        client = Client(self._transport(), cache=None, raise_exceptions=False)
+        client = Client(self._transport(stack), cache=None, raise_exceptions=False)
         self.client = await stack.enter_async_context(client)
 
 

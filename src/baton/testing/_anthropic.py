@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from baton.testing._scenario import Failure, TextBlock, ToolCall
-from baton.testing._selection import Conversation, Reply
+from baton.testing._selection import Conversation, Reply, offered_mcp_tool
 
 __all__ = [
     "MESSAGES_PATH",
@@ -82,13 +82,17 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def for_offered_tools(reply: Reply, body: dict[str, Any]) -> Reply:
-    """The reply with Claude's tools renamed to OpenCode's when the request offers those."""
+    """The reply with Claude's tools renamed to OpenCode's when the request offers those, and each
+    MCP tool ``mcp__SERVER__TOOL`` to the name the request offers it by (OpenCode: ``SERVER_TOOL``)."""
     offered = {tool.get("name") for tool in body.get("tools") or () if isinstance(tool, dict)}
-    if "Bash" in offered or "bash" not in offered:
-        return reply
+    opencode = "bash" in offered and "Bash" not in offered
+    pairs = {(None, str(name)) for name in offered if name}
     content: list[TextBlock | ToolCall] = []
     for block in reply.content:
-        if isinstance(block, ToolCall) and block.name in _OPENCODE_TOOLS:
+        found = offered_mcp_tool(block.name, pairs) if isinstance(block, ToolCall) else None
+        if isinstance(block, ToolCall) and found is not None:
+            block = ToolCall(found[1], block.input)
+        elif isinstance(block, ToolCall) and opencode and block.name in _OPENCODE_TOOLS:
             name, keys = _OPENCODE_TOOLS[block.name]
             block = ToolCall(name, {keys[key]: value for key, value in block.input.items() if key in keys})
         content.append(block)

@@ -9,20 +9,30 @@ Claude's tools; here they become Gemini CLI's (docs/scenarios.md):
 - ``Read {file_path}`` → ``read_file {file_path}``;
 - ``Write {file_path, content}`` → ``write_file {file_path, content}``;
 - ``Edit {file_path, old_string, new_string}`` → ``replace {file_path, old_string, new_string}``;
+- an MCP tool ``mcp__SERVER__TOOL`` → the name the request declares it by;
 - any other name is sent as a function call of that name with the input as arguments.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from baton.testing._scenario import Failure, TextBlock, ToolCall
-from baton.testing._selection import Conversation, Reply
+from baton.testing._selection import Conversation, Reply, offered_mcp_tool
 
-__all__ = ["MODELS_PREFIX", "error_body", "is_gemini_path", "read_conversation", "response_json", "sse_events"]
+__all__ = [
+    "MODELS_PREFIX",
+    "error_body",
+    "for_offered_tools",
+    "is_gemini_path",
+    "read_conversation",
+    "response_json",
+    "sse_events",
+]
 
 MODELS_PREFIX = "/v1beta/models/"
 
@@ -71,6 +81,23 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
     return Conversation(
         offers_tools=declared, prompts=tuple(prompts), result_groups=tuple(tuple(g) for g in groups), cwd=cwd
     )
+
+
+def for_offered_tools(reply: Reply, body: dict[str, Any]) -> Reply:
+    """The reply with each MCP tool ``mcp__SERVER__TOOL`` renamed to the name the request declares
+    it by."""
+    offered = {
+        (None, str(declaration.get("name")))
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+        for declaration in tool.get("functionDeclarations") or []
+        if isinstance(declaration, dict)
+    }
+    content: list[TextBlock | ToolCall] = []
+    for block in reply.content:
+        found = offered_mcp_tool(block.name, offered) if isinstance(block, ToolCall) else None
+        content.append(ToolCall(found[1], block.input) if isinstance(block, ToolCall) and found else block)
+    return dataclasses.replace(reply, content=tuple(content))
 
 
 def response_json(reply: Reply, model: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@ Scenarios name Claude's tools; here they become Codex's (docs/scenarios.md):
 - ``Write {file_path, content}`` and ``Edit {file_path, old_string, new_string}`` → the
   ``apply_patch`` tool (a freeform custom tool call, or a function call when the request
   offers it as one) with an ``*** Add File`` / ``*** Update File`` patch;
+- an MCP tool ``mcp__SERVER__TOOL`` is a function call ``TOOL`` in the namespace ``mcp__SERVER``
+  when the request offers it so (Codex's namespace tools);
 - any other name is sent as a function call of that name with the input as arguments.
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from baton.testing._scenario import Failure, TextBlock, ToolCall
-from baton.testing._selection import Conversation, Reply
+from baton.testing._selection import Conversation, Reply, offered_mcp_tool
 
 __all__ = [
     "RESPONSES_PATH",
@@ -114,6 +116,7 @@ def response_items(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The output items of the reply (messages and tool calls), in order."""
     cwd = read_conversation(body).cwd
     patch_tool = _tool_type(body, "apply_patch")
+    offered = _offered(body)
     items: list[dict[str, Any]] = []
     for block in reply.content:
         if isinstance(block, TextBlock):
@@ -127,7 +130,7 @@ def response_items(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
         else:
-            items.append(_call_item(block, cwd, patch_tool))
+            items.append(_call_item(block, cwd, patch_tool, offered))
     return items
 
 
@@ -160,10 +163,16 @@ def error_body(failure: Failure) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": failure.message or message, "type": kind, "param": None, "code": None}}
 
 
-def _call_item(call: ToolCall, cwd: str | None, patch_tool: str | None) -> dict[str, Any]:
+def _call_item(
+    call: ToolCall, cwd: str | None, patch_tool: str | None, offered: set[tuple[str | None, str]]
+) -> dict[str, Any]:
     call_id = f"call_{uuid.uuid4().hex[:20]}"
     name, arguments = call.name, dict(call.input)
     patch: str | None = None
+    mcp = offered_mcp_tool(name, offered)
+    if mcp is not None:
+        item = _function_call(call_id, mcp[1], arguments)
+        return item if mcp[0] is None else {**item, "namespace": mcp[0]}
     if name == "Bash":
         name, arguments = "exec_command", {"cmd": str(arguments.get("command", ""))}
     elif name == "Read":
@@ -209,6 +218,20 @@ def _relative(path: Any, cwd: str | None) -> str:
     if cwd and text.startswith(cwd.rstrip("/") + "/"):
         return posixpath.relpath(text, cwd)
     return text
+
+
+def _offered(body: dict[str, Any]) -> set[tuple[str | None, str]]:
+    """The tools the request offers as (namespace, name): a namespace's own tools under its name."""
+    offered: set[tuple[str | None, str]] = set()
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        if tool.get("type") == "namespace":
+            inner = [t.get("name") for t in tool.get("tools") or [] if isinstance(t, dict)]
+            offered.update((tool["name"], name) for name in inner if isinstance(name, str))
+        else:
+            offered.add((None, tool["name"]))
+    return offered
 
 
 def _tool_type(body: dict[str, Any], name: str) -> str | None:

@@ -24,6 +24,7 @@ __all__ = [
     "Conversation",
     "Reply",
     "choose_step",
+    "offered_mcp_tool",
     "plan_reply",
     "scenario_marker",
 ]
@@ -164,3 +165,22 @@ def _fill(text: str, conversation: Conversation) -> str:
         "plan_file": conversation.plan_file or "plan.md",
     }
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+
+
+def offered_mcp_tool(name: str, offered: Collection[tuple[str | None, str]]) -> tuple[str | None, str] | None:
+    """How the request offers the MCP tool a scenario names ``mcp__SERVER__TOOL``: as
+    ``(namespace, name)`` among ``offered`` (Codex: namespace ``mcp__SERVER``, name ``TOOL``;
+    Claude Code: ``mcp__SERVER__TOOL``; OpenCode: ``SERVER_TOOL``; Gemini CLI: ``TOOL`` or
+    ``SERVER__TOOL``), or None when it is not offered (the name is then sent as it is)."""
+    server, sep, tool = name.removeprefix("mcp__").partition("__")
+    if not name.startswith("mcp__") or not sep or not tool:
+        return None
+    candidates: list[tuple[str | None, str]] = [
+        (None, name),
+        (f"mcp__{server}", tool),
+        (None, f"{server}__{tool}"),
+        (None, f"{server}_{tool}"),
+        (None, f"mcp_{server}_{tool}"),
+        (None, tool),
+    ]
+    return next((candidate for candidate in candidates if candidate in offered), None)

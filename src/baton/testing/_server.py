@@ -344,6 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self._scripted_reply(_gemini.read_conversation(body), body, _gemini.error_body)
         if reply is None:
             return
+        reply = _gemini.for_offered_tools(reply, body)
         model = path.removeprefix(_gemini.MODELS_PREFIX).split(":", 1)[0]
         if path.endswith(":generateContent"):
             self._send_json(200, _gemini.response_json(reply, model))
