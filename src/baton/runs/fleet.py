@@ -160,8 +160,10 @@ class Takeover:
                 continue  # another worker released it first
             try:
                 await self._enqueue(record.id, record.owner)
-            except BatonError as exc:
-                self._report(f"baton: cannot enqueue run {record.id} again: {exc.code}: {exc.message}")
+            except Exception as exc:  # DBOS's errors too: the run must not stay released with no attempt
+                # Give it back to the dead executor, so that the next scan (here or elsewhere) retries.
+                await self._store.claim_run(record.id, expected_executor=None, executor_id=record.executor_id)
+                self._report(f"baton: cannot enqueue run {record.id} again (retried next scan): {_said(exc)}")
                 continue
             taken.append(record.id)
             self.taken.append(record.id)
@@ -172,7 +174,11 @@ class Takeover:
         while not stop.is_set():
             try:
                 await self.scan()
-            except BatonError as exc:
-                self._report(f"baton: takeover scan failed: {exc.code}: {exc.message}")
+            except Exception as exc:  # a scan that fails is tried again: the task never dies silently
+                self._report(f"baton: takeover scan failed: {_said(exc)}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._interval)
+
+
+def _said(exc: Exception) -> str:
+    return f"{exc.code}: {exc.message}" if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
