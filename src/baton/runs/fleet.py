@@ -134,8 +134,10 @@ class Takeover:
         *,
         interval: float = TAKEOVER_SCAN_SECONDS,
         report: Callable[[str], None] | None = None,
+        depth: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
+        self._depth = depth  # told each scan how many fleet runs wait queued (baton_queue_depth)
         self._enqueue = enqueue  # (run_id, owner) → awaitable: the next attempt on the queue
         self._interval = interval
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
@@ -143,11 +145,10 @@ class Takeover:
 
     async def scan(self) -> list[str]:
         """One pass: every fleet run held by an executor whose lock is gone, released and enqueued."""
-        held = [
-            record
-            for record in await self._store.list_runs(status=_TAKEN_OVER)
-            if record.executor_id and fleet_request(record) is not None
-        ]
+        listed = [record for record in await self._store.list_runs(status=_TAKEN_OVER) if fleet_request(record)]
+        if self._depth is not None:
+            self._depth(sum(1 for record in listed if record.status == "queued" and not record.executor_id))
+        held = [record for record in listed if record.executor_id]
         if not held:
             return []
         live = await self._store.live_executor_keys()
