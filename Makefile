@@ -8,7 +8,7 @@ REFERENCE_STAMP := bench/reference/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 ONLY ?=
 
-.PHONY: setup test lint types pytest postgres-deps bwrap chromium demo bench clean constraints
+.PHONY: setup test lint types pytest postgres-deps bwrap chromium demo fleet-demo bench clean constraints
 
 # Everything the test suite needs on a fresh Debian machine (as root the missing system packages
 # are installed): the venv with the `test` extra (moto's S3 server included), the pinned agents,
@@ -87,6 +87,10 @@ test: lint types pytest
 # The demo needs only the venv and the agents (no Postgres, no bwrap).
 demo: $(STAMP) $(AGENTS_STAMP)
 	$(BIN)/python -m baton.demo
+
+# A fleet on this machine: Postgres, moto's S3, an API server and two workers, three tasks (docs/fleet.md).
+fleet-demo: $(STAMP) $(AGENTS_STAMP) postgres-deps
+	$(BIN)/python -m baton.fleet_demo
 
 bench: setup postgres-deps
 	$(BIN)/python -m bench $(if $(ONLY),--only $(ONLY))

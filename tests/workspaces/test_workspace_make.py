@@ -199,6 +199,38 @@ def test_a_url_is_cloned_through_the_mirror_and_keeps_the_url_as_origin(
     assert not (older / "two.txt").exists() and at_ref["ref"] == record["base_commit"]
 
 
+def test_the_mirror_is_fetched_only_when_the_remote_has_moved_or_the_commit_is_missing(
+    ws_settings: Settings, tmp_path: Path, repo: Path
+) -> None:
+    bare = tmp_path / "upstream.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    url = f"file://{bare}"
+    _, first = _make(ws_settings, url, "run_m1")
+    mirror = mirror_path(ws_settings.home, url)
+    fetched = mirror / "FETCH_HEAD"  # written by a fetch, never by the mirror's clone
+    # The remote's refs are the mirror's: no fetch, and the default branch is the remote's tip.
+    _, same = _make(ws_settings, url, "run_m2")
+    assert not fetched.exists() and same["base_commit"] == first["base_commit"]
+    # The remote moves on: a branch name resolves to its new tip, fetched.
+    pushed = tmp_path / "pusher"
+    subprocess.run(["git", "clone", "-q", url, str(pushed)], check=True)
+    (pushed / "two.txt").write_text("two\n")
+    git(pushed, "add", "two.txt")
+    git(pushed, "commit", "-qm", "two")
+    git(pushed, "push", "-q", "origin", "main")
+    moved, at_branch = _make(ws_settings, url, "run_m3", ref="main")
+    assert fetched.exists() and (moved / "two.txt").is_file()
+    assert at_branch["base_commit"] == git(pushed, "rev-parse", "HEAD")
+    # A commit the mirror holds needs no remote at all (a run continued at its base commit).
+    bare.rename(tmp_path / "gone.git")
+    older, at_commit = _make(ws_settings, url, "run_m4", ref=first["base_commit"])
+    assert at_commit["base_commit"] == first["base_commit"] and not (older / "two.txt").exists()
+    # A branch needs the remote's current tip: without the remote it is clone_failed, not a stale tip.
+    with pytest.raises(WorkspaceError) as caught:
+        _make(ws_settings, url, "run_m5", ref="main")
+    assert caught.value.code == "clone_failed"
+
+
 def test_a_url_that_cannot_be_cloned_is_clone_failed(ws_settings: Settings, tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError) as caught:
         _make(ws_settings, f"file://{tmp_path}/missing.git", "run_k")

@@ -74,7 +74,10 @@ async def _work(
         taking: asyncio.Task[None] | None = None
         if in_fleet:  # its lock first, then the queue; and the runs of workers that died
             await baton.join_fleet(concurrency)
-            taking = asyncio.create_task(Takeover(baton.store, baton.enqueue_again).run(stop), name="baton-takeover")
+            metrics = baton.telemetry.metrics if baton.telemetry is not None else None
+            depth = metrics.queue_depth if metrics is not None else None
+            takeover = Takeover(baton.store, baton.enqueue_again, depth=depth)
+            taking = asyncio.create_task(takeover.run(stop), name="baton-takeover")
         if metrics_port is not None and baton.telemetry is not None:  # None: OTEL_SDK_DISABLED
             bound = baton.telemetry.serve_metrics(metrics_port)
             sys.stderr.write(f"baton worker: metrics on http://127.0.0.1:{bound}/metrics\n")

@@ -7,6 +7,7 @@ is configured) and a Prometheus registry (``GET /metrics`` on ``baton serve``, `
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -36,6 +37,8 @@ METRIC_NAMES = (
     "baton_cost_usd",
     "baton_log_entries",
     "baton_otel_lost",
+    "baton_queue_depth",
+    "baton_dispatch_latency",
 )
 _TOKEN_KEYS = {
     "input_tokens": "input",
@@ -45,6 +48,8 @@ _TOKEN_KEYS = {
 }
 
 
+# Seconds from queued to executing on a worker: tens of milliseconds to minutes (no free slot).
+_DISPATCH_BUCKETS = [0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60, 300]
 # Seconds: a run takes seconds to hours, a gate waits seconds to a day.
 _BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600]
 
@@ -92,6 +97,18 @@ class RunMetrics:
             callbacks=[self._lost(health)],
             description="Telemetry items the collector did not get, by signal",
         )
+        self._dispatch = meter.create_histogram(
+            "baton_dispatch_latency",
+            unit="s",
+            description="Fleet runs dequeued here: from queued to their execution prepared on this worker",
+            explicit_bucket_boundaries_advisory=_DISPATCH_BUCKETS,
+        )
+        self._queue_depth: int | None = None  # None: this process does not watch the queue
+        meter.create_observable_gauge(
+            "baton_queue_depth",
+            callbacks=[self._depth],
+            description="Fleet runs queued and not yet taken by a worker (as this worker last saw)",
+        )
         self._agents: dict[str, str] = {}  # run id -> agent
         self._executing: dict[str, str] = {}  # run id -> agent, of the runs counted as running
         self._costs: dict[str, float] = {}  # run id -> the agent's running total
@@ -104,6 +121,17 @@ class RunMetrics:
             return [Observation(n, {"signal": signal}) for signal, n in health.lost_items.items()]
 
         return observe
+
+    def _depth(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [] if self._queue_depth is None else [Observation(self._queue_depth)]
+
+    def queue_depth(self, depth: int) -> None:
+        """The fleet runs queued now (a worker's takeover scan counts them every second)."""
+        self._queue_depth = depth
+
+    def dispatched(self, queued_at: str) -> None:
+        """A fleet run queued at ``queued_at`` (its ``created_at``) is ready to execute here, now."""
+        self._dispatch.record(max(time.time() - _seconds(queued_at), 0.0))
 
     def begin_run(self, run_id: str, agent: str) -> None:
         self._agents[run_id] = agent

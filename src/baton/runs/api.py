@@ -254,7 +254,11 @@ class Baton:
 
     async def _dequeued(self, run_id: str) -> Callable[[], Awaitable[RunOutcome]]:
         """The execution of a fleet run this worker dequeued, prepared from the store."""
+        metrics = self.telemetry.metrics if self.telemetry is not None else None
+        queued = await self.store.get_run(run_id) if metrics is not None else None
         execution = await self._prepare.dequeued(run_id, self._executing())
+        if metrics is not None and queued is not None and queued.status == "queued":  # a first attempt
+            metrics.dispatched(queued.created_at)
         return lambda: run_keeping_conversation(execution.run(), self.store, self.log, run_id)
 
     async def _execute(self, execution: RunExecution, *, taken_over: bool = False) -> RunHandle:

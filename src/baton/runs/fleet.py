@@ -134,8 +134,10 @@ class Takeover:
         *,
         interval: float = TAKEOVER_SCAN_SECONDS,
         report: Callable[[str], None] | None = None,
+        depth: Callable[[int], None] | None = None,
     ) -> None:
         self._store = store
+        self._depth = depth  # told each scan how many fleet runs wait queued (baton_queue_depth)
         self._enqueue = enqueue  # (run_id, owner) → awaitable: the next attempt on the queue
         self._interval = interval
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
@@ -143,11 +145,10 @@ class Takeover:
 
     async def scan(self) -> list[str]:
         """One pass: every fleet run held by an executor whose lock is gone, released and enqueued."""
-        held = [
-            record
-            for record in await self._store.list_runs(status=_TAKEN_OVER)
-            if record.executor_id and fleet_request(record) is not None
-        ]
+        listed = [record for record in await self._store.list_runs(status=_TAKEN_OVER) if fleet_request(record)]
+        if self._depth is not None:
+            self._depth(sum(1 for record in listed if record.status == "queued" and not record.executor_id))
+        held = [record for record in listed if record.executor_id]
         if not held:
             return []
         live = await self._store.live_executor_keys()
@@ -160,8 +161,10 @@ class Takeover:
                 continue  # another worker released it first
             try:
                 await self._enqueue(record.id, record.owner)
-            except BatonError as exc:
-                self._report(f"baton: cannot enqueue run {record.id} again: {exc.code}: {exc.message}")
+            except Exception as exc:  # DBOS's errors too: the run must not stay released with no attempt
+                # Give it back to the dead executor, so that the next scan (here or elsewhere) retries.
+                await self._store.claim_run(record.id, expected_executor=None, executor_id=record.executor_id)
+                self._report(f"baton: cannot enqueue run {record.id} again (retried next scan): {_said(exc)}")
                 continue
             taken.append(record.id)
             self.taken.append(record.id)
@@ -172,7 +175,11 @@ class Takeover:
         while not stop.is_set():
             try:
                 await self.scan()
-            except BatonError as exc:
-                self._report(f"baton: takeover scan failed: {exc.code}: {exc.message}")
+            except Exception as exc:  # a scan that fails is tried again: the task never dies silently
+                self._report(f"baton: takeover scan failed: {_said(exc)}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self._interval)
+
+
+def _said(exc: Exception) -> str:
+    return f"{exc.code}: {exc.message}" if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"

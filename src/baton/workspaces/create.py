@@ -124,7 +124,7 @@ def make_workspace(settings: Settings, plan: WorkspacePlan, run_id: str) -> Work
                 extra["carried"] = carry_uncommitted(repo, dest)
             extra["included"] = copy_included(repo, dest)
         else:
-            mirror = clone_from_mirror(settings.home, plan.repo, dest)
+            mirror = clone_from_mirror(settings.home, plan.repo, dest, plan.base)
             commit = resolve_clone_ref(dest, plan.base)
             git(["checkout", "--quiet", "--detach", commit], cwd=dest)
             extra["mirror"] = str(mirror)
@@ -172,7 +172,7 @@ def recreate_workspace(settings: Settings, record: WorkspaceRecord, run_id: str)
             )
         add_worktree(repo, dest, resolve_commit(repo, commit, option="base commit"), again=True)
     else:
-        clone_from_mirror(settings.home, record.repo, dest)
+        clone_from_mirror(settings.home, record.repo, dest, record.base_commit)
         git(["checkout", "--quiet", "--detach", resolve_clone_ref(dest, commit)], cwd=dest)
     return dest
 

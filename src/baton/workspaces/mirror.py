@@ -1,11 +1,19 @@
 """Clones through a per-repository mirror cache (``BATON_HOME/mirrors/``).
 
-The first clone of a URL makes a mirror (``git clone --mirror``); every clone fetches the
-mirror first (``git remote update --prune``), then clones *from the mirror* sharing its objects
-(``--shared``: the clone's ``objects/info/alternates`` names the mirror), so a second clone of a
-large repository costs a checkout. The clone's ``origin`` is the URL the run was given, not the
-mirror (its remote-tracking branches are the mirror's, fetched just before). Mirrors never prune
+The first clone of a URL makes a mirror (``git clone --mirror``); a later clone brings the
+mirror up to date only when it has to (:func:`_mirror_current`), then clones *from the mirror*
+sharing its objects (``--shared``: the clone's ``objects/info/alternates`` names the mirror), so
+a second clone of a large repository costs a checkout. The clone's ``origin`` is the URL the run
+was given, not the mirror (its remote-tracking branches are the mirror's). Mirrors never prune
 unreachable objects (``gc.pruneExpire=never``): clones borrow from them.
+
+When the mirror is fetched (``git remote update --prune``):
+
+- a clone wanted at a full commit id (a run continued at its base commit: a takeover, a resume)
+  that the mirror holds: never — a commit never changes;
+- otherwise (a branch, a tag, the default branch): when the remote's refs (``git ls-remote``,
+  one round trip, no pack negotiation) differ from the mirror's. A branch name therefore
+  always resolves to the remote's current tip, as after a fetch.
 """
 
 from __future__ import annotations
@@ -61,11 +69,33 @@ def _locked(mirror: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _refresh_mirror(url: str, mirror: Path) -> None:
+_COMMIT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def _mirror_current(url: str, mirror: Path, want: str | None, env: dict[str, str]) -> bool:
+    """Whether a fetch of the mirror would change nothing that a clone at ``want`` needs: ``want``
+    is a commit id the mirror holds, or the remote's refs are exactly the mirror's."""
+    if want is not None and _COMMIT_ID.match(want):
+        try:
+            run_git(["-C", str(mirror), "cat-file", "-e", f"{want}^{{commit}}"], env)
+            return True
+        except GitFailed:
+            pass  # not here (yet): compare the refs, fetch if they differ
+    remote = run_git(["ls-remote", "--", url], env).decode()
+    theirs = {ref: sha for sha, _, ref in (line.partition("\t") for line in remote.splitlines()) if ref}
+    ours_text = run_git(["-C", str(mirror), "for-each-ref", "--format=%(objectname)\t%(refname)"], env).decode()
+    ours = {ref: sha for sha, _, ref in (line.partition("\t") for line in ours_text.splitlines()) if ref}
+    # HEAD is the symbolic default branch (a fetch never changes a mirror's), ^{} a peeled tag.
+    theirs = {ref: sha for ref, sha in theirs.items() if ref != "HEAD" and not ref.endswith("^{}")}
+    return theirs == ours
+
+
+def _refresh_mirror(url: str, mirror: Path, want: str | None = None) -> None:
     env = _network_env()
     try:
         if (mirror / "HEAD").is_file():
-            run_git(["-C", str(mirror), "remote", "update", "--prune"], env)
+            if not _mirror_current(url, mirror, want, env):
+                run_git(["-C", str(mirror), "remote", "update", "--prune"], env)
             return
         partial = mirror.with_name(mirror.name + ".incoming")
         shutil.rmtree(partial, ignore_errors=True)
@@ -78,13 +108,14 @@ def _refresh_mirror(url: str, mirror: Path) -> None:
         ) from exc
 
 
-def clone_from_mirror(home: Path, url: str, dest: Path) -> Path:
-    """Clone ``url`` into ``dest`` through its mirror (made or fetched first); the mirror."""
+def clone_from_mirror(home: Path, url: str, dest: Path, want: str | None = None) -> Path:
+    """Clone ``url`` into ``dest`` through its mirror (made, or fetched first when it lacks what
+    ``want`` — a commit, a tag or branch, None for the default branch — names now); the mirror."""
     if dest.exists():
         raise UsageError("invalid_argument", f"{dest} exists already")
     mirror = mirror_path(home, url)
     with _locked(mirror):
-        _refresh_mirror(url, mirror)
+        _refresh_mirror(url, mirror, want)
         dest.parent.mkdir(parents=True, exist_ok=True)
         git(
             ["clone", "--quiet", "--shared", "--no-checkout", str(mirror), str(dest)],
