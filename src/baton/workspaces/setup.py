@@ -11,6 +11,7 @@ output is logged as ``_baton/setup`` notes (``status`` ``started``, ``output`` l
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -39,7 +40,9 @@ class SetupStep:
     ``.baton/setup``), in ``cwd``."""
 
     cwd: Path
-    source: str  # "option" (--setup) or "trusted" (.baton/setup of a trusted repository)
+    # "option" (--setup), "trusted" (.baton/setup of a trusted repository) or "gate" (of another
+    # repository, with [workspace] untrusted_setup = "ask": it runs only once a gate approves it)
+    source: str
     command: str | None = None
     script: str | None = None
     env: Mapping[str, str] | None = None
@@ -54,6 +57,15 @@ class SetupStep:
 
     def describe(self) -> dict[str, Any]:
         return {"source": self.source, "command": self.command if self.command is not None else SETUP_FILE}
+
+    @property
+    def gated(self) -> bool:
+        """The script runs only once a human approves it (baton.runs.setup_gate)."""
+        return self.source == "gate"
+
+    def sha256(self) -> str:
+        """The script's hash, as the gate shows it (the text that runs is exactly what it hashes)."""
+        return hashlib.sha256((self.script or self.command or "").encode()).hexdigest()
 
 
 @dataclass(frozen=True)
