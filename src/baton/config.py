@@ -273,7 +273,8 @@ def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     untrusted = table.get("untrusted_setup")
     if untrusted is not None:
         if untrusted not in ("skip", "ask"):
-            raise UsageError("config_invalid", f'{path}: workspace.untrusted_setup is "skip" or "ask", not {untrusted!r}')
+            message = f'{path}: workspace.untrusted_setup is "skip" or "ask", not {untrusted!r}'
+            raise UsageError("config_invalid", message)
         values["workspace_untrusted_setup"] = untrusted
     return values
 

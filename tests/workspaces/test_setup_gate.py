@@ -16,8 +16,8 @@ from tests.conftest import make_git_repo
 from tests.workspaces.conftest import load_settings
 
 from baton.errors import BatonError
-from baton.runs import Baton, RunSpec
 from baton.gates.handles import Gate
+from baton.runs import Baton, RunSpec
 
 pytestmark = pytest.mark.claude
 
@@ -115,7 +115,8 @@ async def test_nobody_deciding_parks_the_run_and_its_resume_after_the_approval_s
 ) -> None:
     settings = load_settings(tmp_path / "home", workspace_untrusted_setup="ask", gate_grace_seconds=0.0)
     async with Baton(settings) as baton:
-        parked = await baton.run(RunSpec(prompt="d.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        started = await baton.start(RunSpec(prompt="d.txt", repo=repo, **WRITE))  # type: ignore[arg-type]
+        parked = await started.wait(through_parks=False)
         assert parked.status == "paused" and parked.gate_id is not None, parked
         record = await baton.store.get_run(parked.run_id)
         assert record.status == "paused" and record.executor_id is None  # parked: no process holds it

@@ -39,9 +39,9 @@ from baton.runs.budgeting import RunBudget
 from baton.runs.executors import this_executor_id
 from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
-from baton.runs.setup_gate import gate_setup
 from baton.runs.lifecycle import RunLifecycle
 from baton.runs.model_source import RunModel
+from baton.runs.setup_gate import gate_setup
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.sandbox.network import MCP_PORT
 from baton.snapshots.recorder import SnapshotRecorder
@@ -125,7 +125,8 @@ class RunExecution:
         self._mcp_servers = mcp_servers  # the run's MCP servers (baton.mcp), behind its proxy
         self._mcp_stderr_dir = mcp_stderr_dir  # where its stdio servers' stderr goes
         self._mcp: McpProxy | None = None
-        self._setup = setup  # the workspace's setup, run before the agent starts (a new run; a resume parked on its gate)
+        # the workspace's setup, run before the agent starts (a new run; a resume that parked on its gate)
+        self._setup = setup
         self._instructions = instructions  # the ``_baton/instructions`` note: what the agent was given
         self._results = results  # the branch the run leaves at its end (baton.results)
         self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported

@@ -44,8 +44,8 @@ from baton.runs.sandboxing import run_sandbox
 from baton.runs.spec import RunSpec
 from baton.sandbox import ModelUpstream, new_placeholder_key
 from baton.sandbox.network import MODEL_URL, SandboxNetwork, proxy_environment
-from baton.sandbox.port_forward import PORT_BASE_VARIABLE
 from baton.sandbox.plan import SandboxPlan
+from baton.sandbox.port_forward import PORT_BASE_VARIABLE
 from baton.store import Redactor
 
 __all__ = ["ClaudeSession", "LaunchedAgent", "Launcher", "PreparedLaunch", "agent_entry"]

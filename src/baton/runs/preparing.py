@@ -236,6 +236,10 @@ class Preparer:
         instructions = self._instructions(record, launch, plan.spec)
         # A run that parked on its setup's gate (or whose process ended while it waited) gates it again first.
         gated = plan.run_id == run_id and setup_gate_pending(await self.log.read(run_id))
+        task = plan.conversation.task
+        if gated and prompt is None and task and not plan.conversation.view():
+            # its agent never had a turn: it gets the task itself, not a continuation of nothing
+            plan = replace(plan, spec=replace(plan.spec, prompt=task), params={**plan.params, "prompt": task})
         execution = self._execution(
             plan.run_id,
             plan.spec,
@@ -252,7 +256,8 @@ class Preparer:
             setup=setup_of(self.settings, record) if gated else None,
         )
         if launch.in_process and plan.resume_session_id is not None:
-            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions), forwarded_ports(record))
+            ports = forwarded_ports(record)
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions), ports)
         execution.run_model = model
         return plan, execution
 

@@ -86,7 +86,7 @@ async def gate_setup(
         gate, _superseded = await ledger.open(
             run_id,
             "tool",
-            summary=f"run the repository's {SETUP_FILE} ({lines} lines, sha256 {shown['sha256'][:12]}) before the agent",
+            summary=f"run {SETUP_FILE} ({lines} lines, sha256 {shown['sha256'][:12]}) before the agent starts",
             tool_name=SETUP_TOOL,
             tool_call_id=SETUP_CALL_ID,
             bound_call_id=SETUP_CALL_ID,
@@ -140,7 +140,8 @@ async def gate_setup(
     held = decided.input or {}
     script = held.get("script")
     if not isinstance(script, str) or hashlib.sha256(script.encode()).hexdigest() != shown["sha256"]:
-        return SetupVerdict(None, f"{SETUP_FILE} not run: gate {decided.id} holds another script than it showed", gate.id)
+        why = f"{SETUP_FILE} not run: gate {decided.id} holds another script than it showed"
+        return SetupVerdict(None, why, gate.id)
     return SetupVerdict(replace(step, script=script, source="approved"), None, gate.id)
 
 
@@ -151,4 +152,4 @@ def setup_gate_pending(entries: Iterable[Mapping[str, Any]]) -> bool:
     for entry in entries:
         if entry.get("method") == "_baton/setup":
             last = ((entry.get("payload") or {}).get("params") or {}).get("status")
-    return last == "gated"
+    return bool(last == "gated")

@@ -26,8 +26,8 @@ from baton.workspaces.create import (
     recreate_workspace,
     setup_step,
 )
-from baton.workspaces.ports import PORT_BLOCK
 from baton.workspaces.instructions import RepoInstructions, read_instructions
+from baton.workspaces.ports import PORT_BLOCK
 from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup, skipped_hint
 

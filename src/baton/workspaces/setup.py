@@ -23,7 +23,7 @@ from baton.errors import AgentError, WorkspaceError
 from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
 from baton.sandbox.spawn import spawn_contained
-from baton.workspaces._git import git_text
+from baton.workspaces._git import git
 
 __all__ = ["SETUP_FILE", "SetupStep", "WorkspaceSetup", "read_setup_script", "run_setup", "skipped_hint"]
 
@@ -89,10 +89,14 @@ def skipped_hint(repo: str, config: Path) -> str:
 
 
 def read_setup_script(workspace: Path, commit: str | None) -> str | None:
-    """``.baton/setup`` as the base commit has it (never the working tree's), or None."""
+    """``.baton/setup`` as the base commit has it (never the working tree's), byte for byte (its
+    hash is the blob's content's: ``git show BASE:.baton/setup | sha256sum``), or None."""
     if commit is None:
         return None
-    return git_text(["show", f"{commit}:{SETUP_FILE}"], cwd=workspace)
+    try:
+        return git(["show", f"{commit}:{SETUP_FILE}"], cwd=workspace).decode(errors="replace")
+    except WorkspaceError:
+        return None
 
 
 async def run_setup(
