@@ -3,22 +3,25 @@
 Each benchmark module exposes ``run() -> dict[str, Metric]`` timing the entry point production
 uses; :mod:`bench.__main__` runs them, prints a table beside the reference figures and writes
 ``bench/results.json``. Timed tests never gate merges; these numbers are read by people.
+Shared: :func:`median_seconds`, :func:`percentile`, and ``bench/_loopback.py`` (the server on
+127.0.0.1 in a thread, and Debian's Chromium through Playwright).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal, TypedDict
 
-__all__ = ["MODULES", "Metric", "median_seconds"]
+__all__ = ["MODULES", "Metric", "median_seconds", "percentile"]
 
 # Benchmark modules, by the name ``--only`` accepts (a metric name works too).
 MODULES: dict[str, str] = {
     "append": "bench.append",
     "blob": "bench.blob",
     "convert": "bench.convert",
+    "fleet": "bench.fleet",
     "gates": "bench.gates",
     "handoff": "bench.handoff",
     "http": "bench.http",
@@ -45,7 +48,7 @@ MODULES: dict[str, str] = {
 class Metric(TypedDict):
     value: float
     unit: str
-    target: float
+    target: float | None  # None: a figure reported, with no target (a scaling curve)
     better: Literal["higher", "lower"]
     reference: float | None
 
@@ -70,3 +73,11 @@ def median_seconds(
         work()
         times.append(clock() - start)
     return statistics.median(times)
+
+
+def percentile(values: Iterable[float], pct: float) -> float:
+    """The ``pct``-th percentile of ``values`` (nearest rank, the sample at or above it)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]

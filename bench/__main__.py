@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _meets(metric: Metric) -> bool:
+    if metric["target"] is None:
+        return True
     if metric["better"] == "higher":
         return metric["value"] >= metric["target"]
     return metric["value"] <= metric["target"]
@@ -47,7 +49,7 @@ def _print_table(results: dict[str, Metric]) -> None:
                 name,
                 f"{metric['value']:,.6g}",
                 metric["unit"],
-                f"{sign} {metric['target']:,.6g}",
+                "-" if metric["target"] is None else f"{sign} {metric['target']:,.6g}",
                 reference,
                 "ok" if _meets(metric) else "MISSED",
             )

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -39,9 +38,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from starlette.types import ASGIApp, Message
 
 from baton.config import Settings
-from baton.server import BatonServer, ServerConfig, create_app
+from baton.server import ServerConfig, create_app
 
 from . import Metric
+from ._loopback import serving
 
 __all__ = ["METRICS", "run"]
 
@@ -140,19 +140,9 @@ async def _in_process(settings: Settings, config: ServerConfig, private: rsa.RSA
 
 
 def _loopback(settings: Settings, config: ServerConfig, token: str) -> float:
-    app = create_app(settings, config)
-    server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning")
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        state = app.state.baton_server
-        loop = server.servers[0].get_loop()
-        created = asyncio.run_coroutine_threadsafe(
-            state.baton.store.create_run(agent="claude", owner="bench", repo="/tmp/bench"), loop
-        )
-        url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{created.result(10).id}"
+    with serving(settings, config) as loopback:
+        created = loopback.call(loopback.state.baton.store.create_run(agent="claude", owner="bench", repo="/tmp/bench"))
+        url = f"{loopback.base_url}/v1/runs/{created.id}"
         rates = []
         for _ in range(3):
             client = subprocess.run(
@@ -166,9 +156,6 @@ def _loopback(settings: Settings, config: ServerConfig, token: str) -> float:
             counted = json.loads(client.stdout)
             rates.append(counted["requests"] / counted["seconds"])
         return statistics.median(rates)
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def _metric(value: float, unit: str, target: float, better: str = "lower", reference: float | None = None) -> Metric:

@@ -45,17 +45,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from baton.config import Settings
 from baton.runs import Baton
-from baton.server import BatonServer, ServerConfig, create_app
+from baton.server import ServerConfig
 from baton.store.log import SessionLog
 
-from . import Metric
+from . import Metric, percentile
+from ._loopback import serving
 
 __all__ = ["METRICS", "run"]
 
@@ -107,58 +106,45 @@ def _measure(
 ) -> dict[str, float]:
     settings = Settings.load({"BATON_HOME": str(home)})
     config = ServerConfig(sse_max_per_run=CLIENTS + 10, sse_max_per_token=CLIENTS + 10)
-    app = create_app(settings, config)
-    server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning")
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve()), daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
+    with serving(settings, config) as loopback:
+        # elsewhere: a second Baton on the same database executes the run, as another process
+        # would; the server only sees the run's entries in the store (it tails them).
+        writer: Baton = loopback.call(Baton(settings).__aenter__()) if elsewhere else loopback.state.baton
+        try:
+            record = loopback.call(writer.store.create_run(agent="claude", owner="local", repo="/tmp/fanout"))
 
-    def on_loop(coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(120)
+            async def open_run() -> None:
+                writer.log.open_run(record.id)
+                await writer.store.update_run(record.id, status="running")
 
-    # elsewhere: a second Baton on the same database executes the run, as another process would;
-    # the server only sees the run's entries in the store (it tails them).
-    writer: Baton = on_loop(Baton(settings).__aenter__()) if elsewhere else app.state.baton_server.baton
-    try:
-        record = on_loop(writer.store.create_run(agent="claude", owner="local", repo="/tmp/fanout"))
-
-        async def open_run() -> None:
-            writer.log.open_run(record.id)
-            await writer.store.update_run(record.id, status="running")
-
-        on_loop(open_run())
-        count = int(rate * seconds)
-        token = (home / "api-token").read_text().strip()
-        url = f"http://127.0.0.1:{server.bound_port}/v1/runs/{record.id}/events?view={view}"
-        rss_before = _rss_kb()
-        clients = subprocess.Popen(
-            [sys.executable, "-m", "bench._sse_clients", url, token, str(CLIENTS), str(count)],
-            cwd=Path(__file__).resolve().parents[1],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert clients.stdout is not None
-        assert clients.stdout.readline().strip() == "ready"
-        rss_connected = _rss_kb()
-        cpu_start, wall_start = time.process_time(), time.perf_counter()
-        on_loop(_write(writer.log, record.id, count, rate))
-        assert clients.stdout.readline().strip() == "done"
-        cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
-        result = json.loads(clients.stdout.readline())
-        clients.wait(60)
-    finally:
-        if elsewhere:
-            on_loop(writer.aclose())
-        server.should_exit = True
-        thread.join(30)
+            loopback.call(open_run())
+            count = int(rate * seconds)
+            url = f"{loopback.base_url}/v1/runs/{record.id}/events?view={view}"
+            rss_before = _rss_kb()
+            clients = subprocess.Popen(
+                [sys.executable, "-m", "bench._sse_clients", url, loopback.token, str(CLIENTS), str(count)],
+                cwd=Path(__file__).resolve().parents[1],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert clients.stdout is not None
+            assert clients.stdout.readline().strip() == "ready"
+            rss_connected = _rss_kb()
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
+            loopback.call(_write(writer.log, record.id, count, rate))
+            assert clients.stdout.readline().strip() == "done"
+            cpu, wall = time.process_time() - cpu_start, time.perf_counter() - wall_start
+            result = json.loads(clients.stdout.readline())
+            clients.wait(60)
+        finally:
+            if elsewhere:
+                loopback.call(writer.aclose())
     expected = list(range(1, count + 1))
     lost = sum(len(set(expected) - set(ids)) + (0 if ids == sorted(ids) else 1) for ids in result["ids"])
     latencies = sorted(value for per_client in result["latencies"] for value in per_client)
     return {
         "p50": statistics.median(latencies),
-        "p99": latencies[int(len(latencies) * 0.99) - 1],
+        "p99": percentile(latencies, 99),
         "lost": float(lost),
         "deliveries": _delivery_rate(result["ids"], result["spans"]),
         "cpu": cpu / wall * 100,

@@ -14,11 +14,9 @@ headless), against a server on loopback executing a real Claude Code run (script
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -27,11 +25,10 @@ from typing import Any
 
 from baton.config import Settings
 from baton.runs.spec import RunSpec
-from baton.server import BatonServer, ServerConfig, create_app
 from baton.testing import Scenario, ScriptedModelServer
 
-from . import Metric
-from .web import CHROMIUM_ARGS
+from . import Metric, percentile
+from ._loopback import chromium, serving
 
 __all__ = ["METRICS", "run"]
 
@@ -76,8 +73,6 @@ def _answers(entries: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def run() -> dict[str, Metric]:
-    from playwright.sync_api import sync_playwright
-
     with tempfile.TemporaryDirectory(prefix="baton-bench-web-decision-") as scratch:
         home, repo = Path(scratch) / "home", Path(scratch) / "repo"
         repo.mkdir()
@@ -92,55 +87,35 @@ def run() -> dict[str, Metric]:
                 anthropic_api_key=MODEL_KEY,
                 gate_grace_seconds=120.0,  # the agent waits in-process for every decision
             )
-            app = create_app(settings, ServerConfig())
-            server = BatonServer(app, host="127.0.0.1", port=0, log_level="warning")
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve()), daemon=True)
-            thread.start()
-            while not server.started:
-                time.sleep(0.01)
-
-            def on_loop(coroutine: Any) -> Any:
-                return asyncio.run_coroutine_threadsafe(coroutine, loop).result(300)
-
-            state = app.state.baton_server
-            base = f"http://127.0.0.1:{server.bound_port}"
-            token = (home / "api-token").read_text().strip()
-            clicks: dict[str, tuple[str, float]] = {}  # gate id → (tool call id, click ms)
-            try:
-                with sync_playwright() as playwright:
-                    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-                    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-                    page.goto(f"{base}/login?next=/inbox#token={token}")
-                    page.wait_for_url(base + "/inbox")
-                    page.wait_for_selector("text=Nothing waits for a decision.")
-                    handle = on_loop(state.baton.start(RunSpec(prompt="go", repo=repo, owner="local")))
-                    state.handles[handle.run_id] = handle
-                    while len(clicks) < GATES:
-                        pending = [g for g in on_loop(state.runs.gates(status="pending")) if g.id not in clicks]
-                        if not pending:
-                            time.sleep(0.005)
-                            continue
-                        gate = pending[0]
-                        page.wait_for_selector(f"[data-gate-id='{gate.id}'] button", timeout=10_000)
-                        clicks[gate.id] = (str(gate.tool_call_id), page.evaluate(_CLICK, gate.id))
-                    deadline = time.monotonic() + 120
-                    while on_loop(state.runs.get_run(handle.run_id)).finished_at is None:
-                        if time.monotonic() > deadline:
-                            raise TimeoutError("the bench run did not end")
-                        time.sleep(0.05)
-                    browser.close()
-                answered = _answers(on_loop(state.baton.log.read(handle.run_id)))
-            finally:
-                server.should_exit = True
-                thread.join(30)
-    delays = sorted(answered[call_id] - clicked for call_id, clicked in clicks.values())
-    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+            with serving(settings) as loopback, chromium() as browser:
+                state, base = loopback.state, loopback.base_url
+                clicks: dict[str, tuple[str, float]] = {}  # gate id → (tool call id, click ms)
+                page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+                page.goto(f"{base}/login?next=/inbox#token={loopback.token}")
+                page.wait_for_url(base + "/inbox")
+                page.wait_for_selector("text=Nothing waits for a decision.")
+                handle = loopback.call(state.baton.start(RunSpec(prompt="go", repo=repo, owner="local")))
+                state.handles[handle.run_id] = handle
+                while len(clicks) < GATES:
+                    pending = [g for g in loopback.call(state.runs.gates(status="pending")) if g.id not in clicks]
+                    if not pending:
+                        time.sleep(0.005)
+                        continue
+                    gate = pending[0]
+                    page.wait_for_selector(f"[data-gate-id='{gate.id}'] button", timeout=10_000)
+                    clicks[gate.id] = (str(gate.tool_call_id), page.evaluate(_CLICK, gate.id))
+                deadline = time.monotonic() + 120
+                while loopback.call(state.runs.get_run(handle.run_id)).finished_at is None:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the bench run did not end")
+                    time.sleep(0.05)
+                answered = _answers(loopback.call(state.baton.log.read(handle.run_id)))
+    delays = [answered[call_id] - clicked for call_id, clicked in clicks.values()]
 
     def metric(value: float) -> Metric:
         return {"value": round(value, 1), "unit": "ms", "target": 300, "better": "lower", "reference": None}
 
     return {
         "web_decision_to_agent_p50_ms": metric(statistics.median(delays)),
-        "web_decision_to_agent_p99_ms": metric(p99),
+        "web_decision_to_agent_p99_ms": metric(percentile(delays, 99)),
     }

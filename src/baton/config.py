@@ -155,6 +155,13 @@ class Settings:
     notify_max_retry_seconds: float = 600.0
     notify_give_up_seconds: float = 3600.0
     notify_poll_seconds: float = 0.5  # how often the store is read for events and due deliveries
+    # The fleet (docs/fleet.md), the ``[fleet]`` table: runs executing at once across every worker
+    # (None: no limit), on one worker, of one owner (None: no per-owner limit), and how often a
+    # worker polls the queue (dispatch latency against idle CPU).
+    fleet_concurrency: int | None = None
+    fleet_worker_concurrency: int = 2
+    fleet_owner_concurrency: int | None = None
+    fleet_poll_seconds: float = 0.1
     # MCP servers a run may name (``--mcp NAME``; over HTTP only these), the ``[mcp.NAME]`` tables.
     mcp_servers: tuple[McpServerConfig, ...] = ()
 
@@ -217,6 +224,7 @@ def _from_toml(path: Path) -> dict[str, Any]:
     values.update(_result_from_toml(path, data.pop("result", None)))
     values.update(_runs_from_toml(path, data.pop("runs", None)))
     values.update(_notify_from_toml(path, data.pop("notify", None)))
+    values.update(_fleet_from_toml(path, data.pop("fleet", None)))
     values.update(_mcp_from_toml(path, data.pop("mcp", None)))
     for key, raw in data.items():
         kind = _TOML_KEYS.get(key)
@@ -403,6 +411,55 @@ def _result_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     return values
 
 
+_FLEET_COUNTS = ("concurrency", "worker_concurrency", "owner_concurrency")
+
+
+def _fleet_from_toml(path: Path, raw: Any) -> dict[str, Any]:
+    """The table ``[fleet]``: ``concurrency``, ``worker_concurrency``, ``owner_concurrency`` (positive
+    integers) and ``poll_seconds``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UsageError("config_invalid", f"{path}: fleet is a table ([fleet])")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _FLEET_COUNTS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError("config_invalid", f"{path}: fleet.{key} is a positive integer")
+            values[f"fleet_{key}"] = value
+        elif key == "poll_seconds":
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise UsageError("config_invalid", f"{path}: fleet.poll_seconds is a positive number of seconds")
+            values["fleet_poll_seconds"] = float(value)
+        else:
+            settings = ", ".join((*_FLEET_COUNTS, "poll_seconds"))
+            raise UsageError("config_invalid", f"{path}: fleet.{key} is not a setting ({settings})")
+    return values
+
+
+def _fleet_from_env(env: dict[str, str]) -> dict[str, Any]:
+    """``BATON_FLEET_CONCURRENCY``, ``BATON_FLEET_WORKER_CONCURRENCY``, ``BATON_FLEET_OWNER_CONCURRENCY``,
+    ``BATON_FLEET_POLL_SECONDS``."""
+    values: dict[str, Any] = {}
+    for key in _FLEET_COUNTS:
+        name = f"BATON_FLEET_{key.upper()}"
+        if env.get(name):
+            try:
+                values[f"fleet_{key}"] = int(env[name])
+            except ValueError as exc:
+                raise UsageError("config_invalid", f"{name} must be an integer") from exc
+            if values[f"fleet_{key}"] < 1:
+                raise UsageError("config_invalid", f"{name} must be at least 1")
+    if env.get("BATON_FLEET_POLL_SECONDS"):
+        try:
+            values["fleet_poll_seconds"] = float(env["BATON_FLEET_POLL_SECONDS"])
+        except ValueError as exc:
+            raise UsageError("config_invalid", "BATON_FLEET_POLL_SECONDS must be a number") from exc
+        if values["fleet_poll_seconds"] <= 0:
+            raise UsageError("config_invalid", "BATON_FLEET_POLL_SECONDS must be positive")
+    return values
+
+
 _NOTIFY_SECONDS = ("retry_seconds", "max_retry_seconds", "give_up_seconds", "poll_seconds")
 
 
@@ -469,7 +526,7 @@ def webhook_of(table: dict[str, Any], source: str) -> Webhook:
 
 
 def _from_env(env: dict[str, str]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = _fleet_from_env(env)
     if env.get("BATON_WORKSPACE"):
         values["workspace"] = check_workspace_kind(env["BATON_WORKSPACE"], "BATON_WORKSPACE")
     if env.get("BATON_SANDBOX"):

@@ -16,7 +16,8 @@ where a library is called (``raise BatonX(...) from exc``).
     │                         net_not_allowed,
     │                         sandbox_unavailable, invalid_transition, branch_exists,
     │                         merge_conflict, push_failed, branch_not_merged,
-    │                         run_not_recorded, output_exists, cassette_exhausted
+    │                         run_not_recorded, output_exists, cassette_exhausted,
+│                         fleet_requires_postgres
     ├── NotFoundError         run_not_found, task_not_found, gate_not_found, snapshot_not_found,
     │                         session_not_found, branch_not_found
     ├── AgentError            agent_not_installed, agent_start_timeout, agent_exited, agent_error,
@@ -128,6 +129,7 @@ class RefusedError(BatonError):
             "push_failed",
             "run_not_recorded",
             "output_exists",
+            "fleet_requires_postgres",
             "cassette_exhausted",
         }
     )

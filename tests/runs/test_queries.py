@@ -61,6 +61,10 @@ async def _fill(settings: Settings) -> dict[str, str]:
         for number in range(3):
             message = {"jsonrpc": "2.0", "method": "session/update", "params": {"n": number, "text": "héllo"}}
             log.append(first.id, "from_agent", "session/update", message)
+        for where in ("/first", "/second"):  # the latest of a method is the one read
+            note = {"jsonrpc": "2.0", "method": "_baton/sandbox", "params": {"workspace": where, "big": 2**70}}
+            log.append(first.id, "internal", "_baton/sandbox", note)
+        log.append(first.id, "internal", "_baton/odd", {"jsonrpc": "2.0", "method": "_baton/odd", "params": [1]})
         await log.flush()
         await store.add_snapshot(
             first.id,
@@ -96,6 +100,9 @@ async def _everything(runs: Runs, ids: dict[str, str]) -> dict[str, Any]:
         "bob": await runs.gates(owner="bob"),
         "of_run": await runs.gates(run_id=ids["second"]),
         "gate": await runs.gate(ids["gate"]),
+        "sandbox": await runs.last_note(ids["first"], "_baton/sandbox"),
+        "no_note": await runs.last_note(ids["second"], "_baton/sandbox"),
+        "odd_note": await runs.last_note(ids["first"], "_baton/odd"),
     }
 
 
@@ -116,7 +123,11 @@ def test_the_sqlite_read_path_answers_as_the_store_does(tmp_path: Path) -> None:
     assert lightly["one"].status == "interrupted" and lightly["one"].status_reason == "executor_dead"
     assert lightly["prompts"] == ["do it", "A title"]
     assert [snapshot["id"] for snapshot in lightly["snapshots"]] == ["s2", "s10"]
-    assert [entry["seq"] for entry in lightly["log"]] == [2, 3] and lightly["log"][0]["payload"]["params"]["n"] == 1
+    assert [entry["seq"] for entry in lightly["log"]] == [2, 3, 4, 5, 6] and lightly["log"][0]["payload"]["params"][
+        "n"
+    ] == 1
+    assert lightly["sandbox"] == {"workspace": "/second", "big": 2**70}
+    assert lightly["no_note"] is None and lightly["odd_note"] is None  # params that are not an object: none
     assert [gate.kind for gate in lightly["gates"]] == ["tool", "question"] and lightly["bob"] == lightly["of_run"]
 
 
@@ -134,7 +145,7 @@ def test_reading_a_sqlite_store_imports_no_sqlalchemy(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "(2, 3, 2) False"
+    assert done.stdout.strip() == "(2, 6, 2) False"
 
 
 def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> None:
@@ -152,6 +163,7 @@ def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> N
             runs.gates(run_id="run_nope"),
             runs.gate("gate_nope"),
             runs.get_task("task_nope"),
+            runs.last_note("run_nope", "_baton/sandbox"),
         ):
             try:
                 await read
@@ -167,7 +179,7 @@ def test_unknown_runs_and_gates_are_not_found_on_both_paths(tmp_path: Path) -> N
         return lightly, fully
 
     lightly, fully = asyncio.run(both())
-    assert lightly == fully == [*["run_not_found"] * 6, "gate_not_found", "task_not_found"]
+    assert lightly == fully == [*["run_not_found"] * 6, "gate_not_found", "task_not_found", "run_not_found"]
 
 
 def test_a_store_not_at_the_newest_revision_is_migrated_not_read_lightly(tmp_path: Path) -> None:

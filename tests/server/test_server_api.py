@@ -109,7 +109,7 @@ def test_get_run_returns_the_run_object(server: RunningServer, client: httpx.Cli
     assert response.json() == record.to_dict()
     assert set(response.json()) == {
         "id", "task_id", "agent", "model", "permission_mode", "run_mode", "status", "status_reason",
-        "created_at", "finished_at", "total_cost_usd", "repo", "workspace",
+        "created_at", "finished_at", "total_cost_usd", "error_code", "error_message", "repo", "workspace",
     }  # fmt: skip
     assert response.json()["workspace"] == {"kind": "in-place", "path": record.repo, "base_commit": None,
                                             "branch": None, "head_commit": None, "pull_request_url": None}  # fmt: skip

@@ -21,6 +21,8 @@ RUN_OBJECT_KEYS = {
     "created_at",
     "finished_at",
     "total_cost_usd",
+    "error_code",
+    "error_message",
     "repo",
     "workspace",
 }

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, Request, expect
 from tests.server._server import RunningServer
 from tests.web._proxy import CuttableProxy
 from tests.web.conftest import DESKTOP, PHONE, shot, sign_in, start_run, wait_ended
@@ -87,16 +87,22 @@ def test_a_cut_connection_resumes_without_a_gap_or_a_repeat(
     run_id = start_run(web, git_repo, "long-command", allow=("Bash(sleep:*)", "Bash(echo:*)"))
     with CuttableProxy(int(web.base_url.rsplit(":", 1)[1])) as proxy:
         context = browser.new_context(viewport=DESKTOP)
+        streams: list[Request] = []  # the page's requests for the run's events
+        context.on("request", lambda request: streams.append(request) if "/events" in request.url else None)
         try:
             page = sign_in(context.new_page(), web, f"/runs/{run_id}", base_url=proxy.base_url)
             expect(page.locator("ol.events")).to_contain_text("sleep", timeout=60_000)
-            before = len(shown_seqs(page))
-            assert before > 0
+            before = shown_seqs(page)
+            assert before
             assert proxy.cut() >= 1  # the page's event stream (and any other connection) dropped
             expect(page.locator("li[data-end]")).to_be_visible(timeout=60_000)
             wait_ended(web, run_id)
             assert shown_seqs(page) == stored_seqs(web, run_id)
             assert page.evaluate("document.querySelector('ol.events').batonReconnects") >= 1
+            # It resumed after what it had (Last-Event-ID), not from the start.
+            runs = [request for request in streams if f"/v1/runs/{run_id}/events" in request.url]
+            assert len(runs) >= 2 and "last-event-id" not in runs[0].headers
+            assert int(runs[1].headers["last-event-id"]) >= before[-1]
         finally:
             context.close()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -98,6 +100,13 @@ def run_command(
         bool,
         typer.Option("--no-wait", help="Exit 4 as soon as a gate opens (the run parks): no wait for a decision."),
     ] = False,
+    queue: Annotated[
+        bool,
+        typer.Option(
+            "--queue",
+            help="Queue the run for the fleet's workers (baton worker) and print its id; nothing runs here (Postgres).",
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
     try:
@@ -130,7 +139,10 @@ def run_command(
             replay=replay,
             replay_timing=replay_timing,
         )
-        code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))
+        if queue:
+            code = asyncio.run(_queue(spec, Settings.load(), json_output))
+        else:
+            code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))
     except BatonError as exc:
         code = report_error(exc, json_output)
     raise typer.Exit(code)
@@ -140,6 +152,20 @@ def _parks_at_once(no_wait: bool) -> dict[str, float]:
     """``--no-wait``: a gate does not wait in-process for its grace period; the run parks as soon
     as the gate is open (properly: the agent stopped, ``baton resume`` continues it after the decision)."""
     return {"gate_grace_seconds": 0.0} if no_wait else {}
+
+
+async def _queue(spec: RunSpec, settings: Settings, json_output: bool) -> int:
+    """``--queue``: the run recorded and on the fleet's queue (docs/fleet.md); its id on stdout
+    (``--json``: the run object)."""
+    from baton.runs import Baton
+
+    async with Baton(settings) as baton:
+        record = await baton.queue(spec)
+        if json_output:
+            sys.stdout.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(record.id + "\n")
+    return 0
 
 
 async def _run(spec: RunSpec, settings: Settings, json_output: bool, no_wait: bool) -> int:

@@ -22,13 +22,19 @@ __all__ = ["serve_command"]
 def serve_command(
     host: Annotated[str, typer.Option("--host", help="Address; non-loopback needs JWT keys.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one).")] = 8080,
+    no_execute: Annotated[
+        bool,
+        typer.Option(
+            "--no-execute", help="Queue runs for the fleet's workers (baton worker); execute none here. Needs Postgres."
+        ),
+    ] = False,
 ) -> None:
     """Serve runs over HTTP: REST, live events (SSE), JSON-RPC commands; see docs/server.md."""
     from baton.server import BatonServer, ServerConfig, create_app
 
     try:
         settings = Settings.load()
-        config = ServerConfig.load(settings, host=host, port=port)
+        config = ServerConfig.load(settings, host=host, port=port, execute=False if no_execute else None)
         application = create_app(settings, config)
     except BatonError as exc:
         raise typer.Exit(report_error(exc, False)) from None
@@ -36,7 +42,8 @@ def serve_command(
         auth = f"JWT RS256, audience {config.jwt_audience!r}"
     else:
         auth = f"local token in {config.local_token_path(settings)} (`baton token`)"
-    sys.stderr.write(f"baton serve: http://{host}:{port} — auth: {auth}\n")
+    role = " — queueing runs for the fleet (--no-execute)" if no_execute else ""
+    sys.stderr.write(f"baton serve: http://{host}:{port} — auth: {auth}{role}\n")
     server = BatonServer(application, host=host, port=port, max_header_bytes=config.max_header_bytes)
     server.on_listening = lambda bound: _announce_sign_in(settings, config, host, bound)
     server.run()

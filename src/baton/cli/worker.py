@@ -1,4 +1,5 @@
-"""``baton worker [--concurrency N]``: execute runs adopted from dead executors (docs/runs.md "Workers")."""
+"""``baton worker [--concurrency N]``: execute runs adopted from dead executors (docs/runs.md "Workers")
+and, on Postgres, runs queued for the fleet (docs/fleet.md)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ def worker_command(
     interval: Annotated[
         float, typer.Option("--interval", min=0.05, help="Seconds between two scans for adoptable runs.")
     ] = 1.0,
+    fleet: Annotated[
+        bool | None,
+        typer.Option(
+            "--fleet/--no-fleet",
+            help="Take runs queued for the fleet (default: on Postgres; --fleet on SQLite: fleet_requires_postgres).",
+        ),
+    ] = None,
     metrics_port: Annotated[
         int | None,
         typer.Option(
@@ -33,27 +41,40 @@ def worker_command(
         ),
     ] = None,
 ) -> None:
-    """Adopt and execute runs whose process died and which have work (an inbox message, a decided gate).
+    """Adopt and execute runs whose process died and which have work (an inbox message, a decided gate);
+    on Postgres, take runs queued for the fleet (baton serve --no-execute, baton run --queue) and
+    continue those of dead workers.
 
     SIGTERM or SIGINT stops adopting and waits for the runs executing here; a second one cancels them.
     """
     try:
-        code = asyncio.run(_work(Settings.load(), concurrency, interval, metrics_port))
+        code = asyncio.run(_work(Settings.load(), concurrency, interval, metrics_port, fleet))
     except BatonError as exc:
         code = report_error(exc, False)
     raise typer.Exit(code)
 
 
-async def _work(settings: Settings, concurrency: int | None, interval: float, metrics_port: int | None) -> int:
+async def _work(
+    settings: Settings, concurrency: int | None, interval: float, metrics_port: int | None, fleet: bool | None
+) -> int:
     from baton.notify import Notifier
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
     from baton.runs.adoption import Adopter
+    from baton.runs.fleet import Takeover, is_postgres, require_postgres
+
+    if fleet:
+        require_postgres(settings, "baton worker --fleet")
+    in_fleet = is_postgres(settings.resolved_database_url) if fleet is None else fleet
 
     stop = asyncio.Event()
     notified = asyncio.Event()  # set once the runs executing here have ended: their events are read first
     loop = asyncio.get_running_loop()
-    async with Baton(settings, concurrency=concurrency, metrics=metrics_port is not None) as baton:
+    async with Baton(settings, concurrency=concurrency, metrics=metrics_port is not None, fleet=in_fleet) as baton:
         runtime = await baton.runtime()  # an executing process: DBOS launches now
+        taking: asyncio.Task[None] | None = None
+        if in_fleet:  # its lock first, then the queue; and the runs of workers that died
+            await baton.join_fleet(concurrency)
+            taking = asyncio.create_task(Takeover(baton.store, baton.enqueue_again).run(stop), name="baton-takeover")
         if metrics_port is not None and baton.telemetry is not None:  # None: OTEL_SDK_DISABLED
             bound = baton.telemetry.serve_metrics(metrics_port)
             sys.stderr.write(f"baton worker: metrics on http://127.0.0.1:{bound}/metrics\n")
@@ -69,8 +90,9 @@ async def _work(settings: Settings, concurrency: int | None, interval: float, me
             baton.redactor.add(webhook.secret)
         # Webhooks (docs/web.md "Webhooks"): this worker delivers the store's events too.
         notifying = asyncio.create_task(Notifier(baton.store, settings).run(notified), name="baton-notify")
+        fleet_line = ", taking fleet runs" if in_fleet else ""
         sys.stderr.write(
-            f"baton worker: executor {runtime.executor_id}, concurrency {baton.concurrency}, "
+            f"baton worker: executor {runtime.executor_id}, concurrency {baton.concurrency}{fleet_line}, "
             f"scanning every {interval:g} s\n"
         )
         sys.stderr.flush()
@@ -83,6 +105,8 @@ async def _work(settings: Settings, concurrency: int | None, interval: float, me
         finally:
             notified.set()
             await notifying
+            if taking is not None:
+                await taking
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
     sys.stderr.write("baton worker: stopped\n")

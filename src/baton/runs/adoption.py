@@ -17,6 +17,7 @@ Each is continued in this process through ``Baton.resume`` (the continuation pro
 compare-and-set on ``runs.executor_id`` lets one adopter win), while this process executes
 fewer runs than its concurrency limit. A run whose workspace another live run holds is left
 for later (``workspace_busy``). A run with no work stays interrupted until ``baton resume``.
+A fleet run (baton.runs.fleet) is left to the fleet's queue unless it is parked.
 
 Work that another process records arrives as an inbox row (a command; a gate decision is
 recorded with one), which wakes the adopter at once (:func:`baton.store.wakeups.inbox_wakeups`);
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 from baton.errors import BatonError
 from baton.gates.ledger import GateLedger
 from baton.runs.executors import executor_alive
+from baton.runs.fleet import fleet_request
 from baton.runs.spec import spec_of_request
 from baton.store import Store
 from baton.store.records import RunRecord
@@ -82,6 +84,8 @@ class Adopter:
         for record in await store.list_runs(status=ADOPTABLE_STATUSES):  # one query a scan
             if executor_alive(record.executor_id, record.heartbeat_at):
                 continue
+            if record.status != "paused" and fleet_request(record) is not None:
+                continue  # the fleet's queue starts and continues it (baton.runs.fleet)
             if self._left.get(record.id) == (record.status, record.executor_id):
                 continue
             if await has_work(store, record):

@@ -24,6 +24,7 @@ from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RunExecution
+from baton.runs.fleet import NO_WORKER, WAITING, require_postgres
 from baton.runs.handle import RunHandle
 from baton.runs.handoff import ExportResult, ImportResult
 from baton.runs.inbox import post_command
@@ -64,9 +65,16 @@ class Baton:
     """Opens the store and the session log; starts runs and reads them back."""
 
     def __init__(
-        self, settings: Settings | None = None, *, concurrency: int | None = None, metrics: bool = False
+        self,
+        settings: Settings | None = None,
+        *,
+        concurrency: int | None = None,
+        metrics: bool = False,
+        fleet: bool = False,
     ) -> None:
         self.settings = settings or Settings.load()
+        self._fleet = fleet  # a fleet worker: DBOS listens on the fleet queue (docs/fleet.md)
+        self._fleet_queue_registered = False
         # Telemetry (docs/observability.md): the standard OTEL environment and baton.toml say what
         # to export; ``metrics`` keeps the Prometheus registry ``GET /metrics`` serves.
         self._metrics = metrics
@@ -201,8 +209,53 @@ class Baton:
         if self._durable is None:
             from baton.runs import workflows
 
-            self._durable = await workflows.acquire(self.settings, self.concurrency)
+            self._durable = await workflows.acquire(self.settings, self.concurrency, fleet=self._fleet)
         return self._durable
+
+    # The fleet (baton.runs.fleet, docs/fleet.md).
+
+    async def queue(self, spec: RunSpec) -> RunRecord:
+        """Record the run and enqueue it on the fleet's queue; a worker clones its repository and
+        executes it (``fleet_requires_postgres`` on SQLite). Nothing is made or started here."""
+        require_postgres(self.settings, "queueing a run for the fleet")
+        runtime = await self.runtime()
+        await self._register_fleet_queue(runtime)
+        record = await self._prepare.queue(spec)
+        live = await self.store.live_executor_keys()
+        await self.store.update_run(record.id, status_reason=WAITING if live else NO_WORKER)
+        await runtime.enqueue_fleet(record.id, record.owner)
+        return await self.store.get_run(record.id)
+
+    async def join_fleet(self, worker_concurrency: int | None = None) -> DurableRuntime:
+        """Take runs from the fleet's queue in this process (``Baton(fleet=True)``): this executor's
+        advisory lock first, then the queue (``fleet_requires_postgres`` on SQLite)."""
+        require_postgres(self.settings, "a worker taking queued runs")
+        if not self._fleet:
+            raise RuntimeError("join_fleet needs Baton(fleet=True)")
+        runtime = await self.runtime()
+        runtime.fleet_concurrency = worker_concurrency
+        await runtime.hold_lock()
+        runtime.serve_fleet(self.store, self._dequeued)
+        await self._register_fleet_queue(runtime)
+        for record in await self.store.list_runs(status="queued"):
+            if record.status_reason == NO_WORKER:
+                await self.store.update_run(record.id, status_reason=WAITING)
+        return runtime
+
+    async def enqueue_again(self, run_id: str, owner: str | None) -> None:
+        """The next attempt of a fleet run released from a dead executor (baton.runs.fleet.Takeover)."""
+        runtime = await self.runtime()
+        await runtime.enqueue_fleet(run_id, owner)
+
+    async def _register_fleet_queue(self, runtime: DurableRuntime) -> None:
+        if not self._fleet_queue_registered:
+            await runtime.register_fleet_queue()
+            self._fleet_queue_registered = True
+
+    async def _dequeued(self, run_id: str) -> Callable[[], Awaitable[RunOutcome]]:
+        """The execution of a fleet run this worker dequeued, prepared from the store."""
+        execution = await self._prepare.dequeued(run_id, self._executing())
+        return lambda: run_keeping_conversation(execution.run(), self.store, self.log, run_id)
 
     async def _execute(self, execution: RunExecution, *, taken_over: bool = False) -> RunHandle:
         """Submit a built execution to this process's durable runtime; the handle of the run. A new

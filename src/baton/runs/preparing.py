@@ -7,6 +7,8 @@ builds the :class:`~baton.runs.executor.RunExecution` that :class:`~baton.runs.B
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +19,7 @@ from baton.acp.replay import AgentRestore
 from baton.agents.base import AgentProcess
 from baton.agents.registry import AGENTS, AgentEntry
 from baton.config import McpServerConfig, Settings
-from baton.errors import RefusedError
+from baton.errors import BatonError, RefusedError, UsageError
 from baton.gates import Gatekeeper, Policy
 from baton.gates.budget import Budget, require_supported, spend_from_log
 from baton.mcp import repository_mcp_servers, resolve_mcp_servers
@@ -25,9 +27,10 @@ from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
+from baton.runs.fleet import fleet_request
 from baton.runs.handoff import restore_latest_snapshot
 from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, PreparedLaunch, agent_entry
-from baton.runs.model_source import RunModel
+from baton.runs.model_source import RunModel, scenario_source
 from baton.runs.parking import pending_gates
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
 from baton.runs.resumed_cassettes import bind_resumed, keep_journal, recording_of
@@ -46,6 +49,7 @@ from baton.runs.workspacing import (
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
 from baton.store.redact import MIN_SECRET_LENGTH
+from baton.workspaces.create import recreate_workspace
 from baton.workspaces.instructions import RepoInstructions
 from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup
@@ -260,6 +264,114 @@ class Preparer:
             execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions), ports)
         execution.run_model = model
         return plan, execution
+
+    # The fleet (baton.runs.fleet, docs/fleet.md).
+
+    async def queue(self, spec: RunSpec) -> RunRecord:
+        """Record a fleet run ``queued`` with its whole request and no executor; nothing is made
+        here (its worker clones the repository and starts the agent)."""
+        if spec.workspace not in (None, "clone"):
+            raise UsageError(
+                "invalid_argument", "a fleet run works in a clone of its own on its worker (workspace clone)"
+            )
+        if spec.record is not None or spec.replay is not None or spec.include_uncommitted or spec.forked_from:
+            raise UsageError("invalid_argument", "a fleet run cannot record, replay, fork or carry uncommitted files")
+        repository = spec.repo_url or str(Path(spec.repo).absolute())
+        entry = agent_entry(spec)  # an unknown agent is refused now
+        budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
+        require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
+        source = scenario_source(spec.scenario) if spec.scenario else {"kind": "endpoint", "url": None}
+        fleet = {"repo": repository, "base": spec.base, "ref": spec.ref, "setup": spec.setup}
+        return await self.store.create_run(
+            agent=spec.agent,
+            model=spec.model,
+            permission_mode=spec.permission_mode,
+            run_mode=spec.run_mode,
+            repo=repository,
+            task_id=spec.task_id,
+            budget_usd=spec.budget_usd,
+            budget_turns=spec.budget_turns,
+            budget_seconds=spec.budget_seconds,
+            owner=spec.owner,
+            run_id=spec.run_id,
+            request={**run_request(spec, source), "fleet": fleet},
+            executor_id=None,
+        )
+
+    async def dequeued(self, run_id: str, executing: set[str]) -> RunExecution:
+        """The execution of a fleet run this worker dequeued, prepared from the store: a queued run
+        starts in a new clone; one taken over from a dead worker continues from its log and its
+        latest snapshot (``Baton.resume``'s path, in a workspace of this worker's)."""
+        record = await self.store.get_run(run_id)
+        fleet = fleet_request(record)
+        if fleet is None:
+            raise RefusedError("run_not_resumable", f"run {run_id} is not a fleet run")
+        if record.is_terminal:
+            raise RefusedError("run_ended", f"run {run_id} is {record.status}")
+        if record.status == "queued":
+            return await self._dequeued_start(record, fleet)
+        workspace = workspace_of(record.request)
+        if workspace is None:
+            raise RefusedError("run_not_resumable", f"run {run_id} has no workspace to continue in")
+        repo = await asyncio.to_thread(recreate_workspace, self.settings, workspace, run_id)
+        if str(repo) != workspace.path:
+            request = dict(record.request) if isinstance(record.request, dict) else {}
+            request["workspace"] = {**workspace.to_json(), "path": str(repo)}
+            await self.store.update_run(run_id, repo=str(repo), cwd=str(repo), request=request)
+        _, execution = await self.resume(run_id, None, repo, None, executing)
+        return execution
+
+    async def _dequeued_start(self, record: RunRecord, fleet: Mapping[str, Any]) -> RunExecution:
+        """Claim the queued run (compare-and-set), clone its repository here, start its agent; a
+        refusal ends the run ``failed`` with the code and message (``clone_failed`` and git's words)."""
+        run_id = record.id
+        if not await self.store.claim_run(run_id, expected_executor=record.executor_id, executor_id=this_executor_id()):
+            raise RefusedError("run_active", f"run {run_id} was taken by another worker")
+        spec = spec_of_request(record)
+        if spec is None:
+            await self._refused(run_id, RefusedError("run_not_resumable", f"run {run_id} has no recorded request"))
+            raise RefusedError("run_not_resumable", f"run {run_id} has no recorded request")
+        spec = replace(
+            spec,
+            repo=Path(),
+            repo_url=str(fleet["repo"]),
+            workspace="clone",
+            base=fleet.get("base"),
+            ref=fleet.get("ref"),
+            setup=fleet.get("setup"),
+        )
+        try:
+            spec, workspace = await made_workspace(self.settings, self.store, spec)
+        except BatonError as exc:
+            await self._refused(run_id, exc)
+            raise
+        try:
+            request = {**record.request, "workspace": workspace.to_json()} if isinstance(record.request, dict) else {}
+            await self.store.update_run(run_id, repo=workspace.path, cwd=workspace.path, request=request)
+            entry, gatekeeper = await self._admit(spec, except_run=run_id)
+            launch, model = await self.launcher.prepare_new(spec, entry, gatekeeper)
+        except BatonError as exc:
+            await self._refused(run_id, exc)
+            await discarded(self.settings, workspace, run_id)
+            raise
+        try:
+            await self.store.update_run(run_id, request={**request, "model_source": launch.source})
+            record = await self.store.get_run(run_id)
+            return self._with_model(record, spec, launch, model, None)
+        except BaseException:
+            await model.aclose()
+            raise
+
+    async def _refused(self, run_id: str, exc: BatonError) -> None:
+        """A dequeued run that cannot start here: ``failed`` with the refusal, visible in the run object."""
+        await self.store.update_run(
+            run_id,
+            status="failed",
+            status_reason=exc.code,
+            error_code=exc.code,
+            error_message=exc.message,
+            executor_id=None,
+        )
 
     async def _restart(self, record: RunRecord, ask_human: AskHuman | None, scenario: str | None) -> RunExecution:
         """A queued run whose process died before it started: take it over and start it from its

@@ -193,14 +193,10 @@ class Runs:
         return await self._read.read_log(run_id, after=after, until=until)
 
     async def last_note(self, run_id: str, method: str) -> dict[str, Any] | None:
-        """The params of the run's last log entry of ``method`` (e.g. ``_baton/sandbox``), or None.
-        Reads the log from its start: fine for ``baton show``, not for a hot path."""
-        found: dict[str, Any] | None = None
-        for entry in await self.read_log(run_id):
-            if entry["method"] == method:
-                params = entry["payload"].get("params")
-                found = params if isinstance(params, dict) else found
-        return found
+        """The params of the run's last log entry of ``method`` (e.g. ``_baton/sandbox``), or None
+        (``run_not_found`` for no such run). One row is read, whatever the log's length."""
+        await self._read.get_run(run_id)
+        return await self._read.last_params(run_id, method)
 
     async def runner_events(self, run_id: str, after: int = 0) -> list[RunnerEvent]:
         """The run's runner events with ``seq > after``, projected from its whole log."""
@@ -461,6 +457,9 @@ class _StoreReads:
 
     async def read_log(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]:
         return await self._log.read(run_id, after=after, until=until)
+
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None:
+        return await self._log.last_params(run_id, method)
 
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]:
         return await self._store.list_snapshots(run_id)

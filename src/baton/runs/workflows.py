@@ -31,7 +31,13 @@ every 30 s from the start.
 
 DBOS's system database is its own SQLite file under ``BATON_HOME`` (``dbos.sqlite``, WAL) —
 sharing baton's file stalled for seconds when measured — or, on Postgres, the same database as
-baton's tables (schema ``dbos``).
+baton's tables (schema ``dbos``, or ``dbos_<schema>`` for a store in a schema of its own).
+
+The fleet (baton.runs.fleet, docs/fleet.md): a runtime made with ``fleet=True`` (``baton
+worker`` on Postgres) listens on DBOS's queue ``baton-fleet`` and executes what it dequeues —
+workflow ``baton_fleet_run``, whose step prepares the execution from the store here
+(:meth:`DurableRuntime.execute_dequeued`) — and holds its executor's advisory lock. Any
+runtime on Postgres can enqueue there (:meth:`DurableRuntime.enqueue_fleet`).
 """
 
 from __future__ import annotations
@@ -53,9 +59,11 @@ from baton.errors import BatonError
 from baton.events.entry import utc_timestamp
 from baton.runs.dbos_internals import quiet, workflows_active
 from baton.runs.executors import this_executor_id
+from baton.runs.fleet import FLEET_QUEUE, dbos_schema, enqueue_options, queue_limits
 from baton.runs.lifecycle import cancel_not_started
 from baton.runs.spec import RunOutcome
 from baton.store import Store
+from baton.store.liveness import ExecutorLock
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -107,6 +115,18 @@ def _outcome(data: dict[str, Any]) -> RunOutcome:
 async def _execute_step(run_id: str) -> dict[str, Any]:
     """Drive the run in this process until it ends or parks."""
     return _outcome_data(await current().execute(run_id))
+
+
+@DBOS.step(name="baton_fleet_execute")
+async def _fleet_step(run_id: str) -> dict[str, Any]:
+    """Prepare the dequeued run from the store on this worker and drive it until it ends or parks."""
+    return _outcome_data(await current().execute_dequeued(run_id))
+
+
+@DBOS.workflow(name="baton_fleet_run")
+async def _fleet_workflow(run_id: str) -> dict[str, Any]:
+    """One attempt of a fleet run, dequeued from ``baton-fleet`` within the queue's limits."""
+    return await _fleet_step(run_id)
 
 
 @DBOS.workflow(name="baton_run")
@@ -173,8 +193,17 @@ class Slots:
 class DurableRuntime:
     """DBOS launched in this process: its queue, the runs it executes, their heartbeats."""
 
-    def __init__(self, settings: Settings, concurrency: int, sys_db_url: str, *, durable: bool = True) -> None:
+    def __init__(
+        self, settings: Settings, concurrency: int, sys_db_url: str, *, durable: bool = True, fleet: bool = False
+    ) -> None:
         self.settings = settings
+        self.fleet = fleet  # listens on the fleet queue (baton worker on Postgres)
+        self.fleet_concurrency: int | None = None  # this worker's per-worker limit (None: the configured)
+        # What prepares a dequeued fleet run here, and the store it lives in (Baton.join_fleet).
+        self._fleet_prepare: Adopt | None = None
+        self._fleet_store: Store | None = None
+        self._lock: ExecutorLock | None = None
+        self._fleet_ready = asyncio.Event()  # set once the lock is held and the preparer is known
         # False: DBOS already runs in this process on another BATON_HOME (DBOS is a process-wide
         # singleton; only tests and embedders open two homes at once). Runs then execute as plain
         # tasks under the same limit — still durable through their log and resume, not workflows.
@@ -204,6 +233,7 @@ class DurableRuntime:
             _sqlite_wal(Path(self.sys_db_url.removeprefix("sqlite:///")))
         config: DBOSConfig = {
             "name": APP_NAME,
+            "dbos_system_schema": dbos_schema(self.sys_db_url),
             "system_database_url": self.sys_db_url,
             "application_version": APPLICATION_VERSION,
             "executor_id": self.executor_id,
@@ -213,9 +243,61 @@ class DurableRuntime:
         if self.sys_db_url.startswith("sqlite:"):
             config["sys_db_pool_size"] = 2
         dbos = DBOS(config=config)
-        DBOS.listen_queues([])  # no database-backed queue: runs start their workflows directly
+        # No queue but the fleet's, and that one only on a fleet worker: other runs start their
+        # workflows directly.
+        DBOS.listen_queues([FLEET_QUEUE] if self.fleet else [])
         quiet(dbos, DBOS_IDLE_POLL_SECONDS)
         DBOS.launch()
+
+    async def register_fleet_queue(self) -> None:
+        """Declare the fleet queue with this configuration's limits (every fleet process does; the
+        latest wins, so give them one ``[fleet]`` configuration)."""
+        limits = queue_limits(self.settings, self.fleet_concurrency)
+        await DBOS.register_queue_async(FLEET_QUEUE, on_conflict="always_update", **limits)
+
+    async def hold_lock(self) -> None:
+        """Take this executor's advisory lock (baton.store.liveness): held until shutdown."""
+        lock = ExecutorLock(self.settings.resolved_database_url, self.executor_id)
+        await asyncio.to_thread(lock.acquire)
+        self._lock = lock
+
+    def serve_fleet(self, store: Store, prepare: Adopt) -> None:
+        """What prepares the runs this worker dequeues, and their store."""
+        self._fleet_store = store
+        self._fleet_prepare = prepare
+        self._fleet_ready.set()
+
+    async def enqueue_fleet(self, run_id: str, owner: str | None) -> str:
+        """Enqueue the run's next attempt on the fleet queue (the first for a new run); earlier
+        attempts still pending under another executor are cancelled. The workflow id."""
+        earlier = await DBOS.list_workflows_async(workflow_id_prefix=f"{run_id}:", load_input=False, load_output=False)
+        for status in earlier:
+            if status.status in ("PENDING", "ENQUEUED"):
+                await DBOS.cancel_workflow_async(status.workflow_id)
+        numbers = [s.workflow_id.rsplit(":", 1)[1] for s in earlier]
+        attempt = max((int(n) for n in numbers if n.isdigit()), default=0) + 1
+        options = enqueue_options(self.settings, run_id, attempt, owner)
+        handle = await DBOS.enqueue_workflow_with_options_async(options, run_id)  # type: ignore[arg-type]
+        return str(handle.get_workflow_id())
+
+    async def execute_dequeued(self, run_id: str) -> RunOutcome:
+        """The fleet step's body: the execution prepared from the store here, driven to its end.
+
+        Dequeued before this worker holds its lock and knows its preparer (DBOS dequeues from
+        launch on), it waits for both."""
+        await self._fleet_ready.wait()
+        if self._fleet_prepare is None or self._fleet_store is None:
+            return RunOutcome(run_id, "failed", code="internal_error", message="this process takes no fleet runs")
+        self._results[run_id] = asyncio.get_running_loop().create_future()
+        self._stores[run_id] = self._fleet_store
+        self._adopters[run_id] = self._fleet_prepare
+        self._workflows[run_id] = DBOS.workflow_id or run_id
+        try:
+            return await self.execute(run_id)
+        finally:
+            self._stores.pop(run_id, None)
+            self._adopters.pop(run_id, None)
+            self._workflows.pop(run_id, None)
 
     async def shutdown(self) -> None:
         """Stop what still executes here, let DBOS record it, and destroy DBOS."""
@@ -224,6 +306,8 @@ class DurableRuntime:
         for task in list(self._tasks.values()):
             with contextlib.suppress(BaseException):
                 await task
+        if self._lock is not None:
+            await asyncio.to_thread(self._lock.release)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):
@@ -389,8 +473,9 @@ def current() -> DurableRuntime:
     return _active
 
 
-async def acquire(settings: Settings, concurrency: int) -> DurableRuntime:
-    """DBOS for this process, launched on first use (one per process: DBOS is a singleton)."""
+async def acquire(settings: Settings, concurrency: int, *, fleet: bool = False) -> DurableRuntime:
+    """DBOS for this process, launched on first use (one per process: DBOS is a singleton);
+    ``fleet``: listening on the fleet queue (a worker: only the first user decides)."""
     global _active, _users
     url = system_database_url(settings)  # nothing below awaits: two callers cannot both launch
     if _active is not None:
@@ -400,7 +485,7 @@ async def acquire(settings: Settings, concurrency: int) -> DurableRuntime:
             return local
         _users += 1
         return _active
-    runtime = DurableRuntime(settings, concurrency, url)
+    runtime = DurableRuntime(settings, concurrency, url, fleet=fleet)
     _log_dbos_to_stderr()
     runtime.launch()
     _active, _users = runtime, 1

@@ -1,7 +1,8 @@
 """The FastAPI application: ``create_app(settings, config)``; its lifespan owns a ``Baton``.
 
-Runs started here execute in this process through the :class:`~baton.runs.Baton` API; event
-streams read the session log (the store, for runs executed elsewhere).
+Runs started here execute in this process through the :class:`~baton.runs.Baton` API — or, with
+``ServerConfig.execute`` False (``baton serve --no-execute``), are queued for the fleet's workers
+(docs/fleet.md); event streams read the session log (the store, for runs executed elsewhere).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import baton
 from baton import web
 from baton.config import Settings
 from baton.errors import UsageError
+from baton.runs.fleet import require_postgres
 from baton.server.auth import Authenticator, JwtAuthenticator, LocalTokenAuthenticator, ensure_local_token
 from baton.server.auth import load_public_keys as load_keys
 from baton.server.config import ServerConfig
@@ -80,6 +82,8 @@ def http_telemetry(environ: Mapping[str, str]) -> TelemetryConfig:
 def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAPI:
     """The application; keys and the local token are checked now, the store opens at startup."""
     config = config or ServerConfig.load(settings)
+    if not config.execute:
+        require_postgres(settings, "baton serve --no-execute")
     authenticator, local_token = authenticator_for(settings, config)
     draining = asyncio.Event()
     streams = StreamStats()
@@ -107,8 +111,10 @@ def create_app(settings: Settings, config: ServerConfig | None = None) -> FastAP
                 RateLimiter(config.decisions_per_minute),
                 Sessions(authenticator, config.session_seconds),
             )
-            # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md).
-            adopting = asyncio.create_task(Adopter(runner).run(draining), name="baton-adopter")
+            # Like `baton worker`: adopt runs whose executor died and which have work (docs/runs.md);
+            # not when it executes nothing (the fleet's workers do, docs/fleet.md).
+            adopter = Adopter(runner).run(draining) if config.execute else draining.wait()
+            adopting = asyncio.create_task(adopter, name="baton-adopter")
             # Webhooks (docs/web.md "Webhooks"): the store's events, whichever process wrote them
             # (returns at once when [notify] lists none).
             notifying = asyncio.create_task(Notifier(runner.store, settings).run(draining), name="baton-notify")

@@ -48,6 +48,8 @@ class ServerConfig:
     max_header_bytes: int = 64 * 1024  # a request's line and headers; more is 431 headers_too_large
     sandbox_jwt_audience: str = "baton:sandbox"  # the audience baton agent-server requires
     session_seconds: float = 12 * 3600  # a browser session's life (a JWT's own exp ends it sooner)
+    # False (``baton serve --no-execute``): runs are queued for the fleet's workers, none executes here.
+    execute: bool = True
 
     @classmethod
     def load(cls, settings: Settings, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:

@@ -81,6 +81,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "push_failed": 409,
     "run_not_recorded": 409,
     "output_exists": 409,
+    "fleet_requires_postgres": 409,
     "cassette_exhausted": 409,
     "gate_not_pending": 409,
     "gate_kind_mismatch": 409,

@@ -180,6 +180,8 @@ class Run(BaseModel):
     created_at: str
     finished_at: str | None
     total_cost_usd: float | None
+    error_code: str | None = Field(default=None, description="A failed run's error code (clone_failed …).")
+    error_message: str | None = Field(default=None, description="A failed run's message (git's words for a clone).")
     repo: str | None = Field(description="The user's repository: a path, or the URL a clone was made from.")
     workspace: Workspace
 

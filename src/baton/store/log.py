@@ -39,7 +39,15 @@ from typing import Any, Final, Literal
 from baton.errors import StorageError
 from baton.events.entry import Direction, LogEntry, utc_timestamp
 from baton.store._runlog import RunLog, Subscriber, Waiters
-from baton.store._writer import LogWriter, Queued, StoredEntries, read_entries, read_stored, run_position
+from baton.store._writer import (
+    LogWriter,
+    Queued,
+    StoredEntries,
+    last_params,
+    read_entries,
+    read_stored,
+    run_position,
+)
 from baton.store.redact import Redactor
 from baton.store.storage_errors import in_thread
 from baton.store.store import Store
@@ -208,6 +216,12 @@ class SessionLog:
         """Committed entries with ``after < seq <= until``."""
         run_key = await self._run_key(run_id)
         return await in_thread(read_entries, self._store.engine, run_id, run_key, after, until)
+
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None:
+        """The ``params`` of the run's latest committed entry with ``method`` (None: there is
+        none), one row read: the log's other payloads are never decoded."""
+        run_key = await self._run_key(run_id)
+        return await in_thread(last_params, self._store.engine, run_key, method)
 
     async def read_lazily(self, run_id: str, after: int = 0, until: int | None = None) -> StoredEntries:
         """The entries :meth:`read` returns, each payload decoded only as the result is iterated.

@@ -75,6 +75,7 @@ class RunReads(Protocol):
     async def get_task(self, task_id: str) -> TaskRecord: ...
     async def log_position(self, run_id: str) -> int: ...
     async def read_log(self, run_id: str, after: int = 0, until: int | None = None) -> list[LogEntry]: ...
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None: ...
     async def list_snapshots(self, run_id: str) -> list[dict[str, Any]]: ...
     async def list_gates(
         self, run_id: str | None = None, status: str | None = None, owner: str | None = None
@@ -199,6 +200,18 @@ class SqliteReads:
             }
             for seq, ts, direction, method, payload in rows
         ]
+
+    async def last_params(self, run_id: str, method: str) -> dict[str, Any] | None:
+        """The ``params`` of the run's latest committed entry with ``method`` (None: none), or
+        ``run_not_found``; one row read."""
+        key = await self._run_key(run_id)
+        rows = await self._query(
+            "SELECT payload FROM log_entries WHERE run_key = ? AND method = ? ORDER BY seq DESC LIMIT 1", (key, method)
+        )
+        if not rows:
+            return None
+        params = decode_json(rows[0][0]).get("params")
+        return params if isinstance(params, dict) else None
 
     # Snapshots and gates.
 

@@ -177,6 +177,8 @@ _PUBLIC_FIELDS: Final = (
     "created_at",
     "finished_at",
     "total_cost_usd",
+    "error_code",
+    "error_message",
     "repo",
 )
 

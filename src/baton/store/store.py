@@ -66,6 +66,8 @@ UPDATABLE_FIELDS: Final = frozenset(
         "heartbeat_at",
         "request",
         "result",
+        "repo",  # a fleet run's workspace, made on the worker that takes it (docs/fleet.md)
+        "cwd",
     }
 )
 _RECORD_COLUMNS: Final = RECORD_COLUMNS
@@ -287,15 +289,22 @@ class Store:
         return await in_thread(self._create_run, values, exclusive)
 
     async def claim_run(
-        self, run_id: str, *, expected_executor: str | None, executor_id: str, exclusive: Holds | None = None
+        self, run_id: str, *, expected_executor: str | None, executor_id: str | None, exclusive: Holds | None = None
     ) -> bool:
         """Make ``executor_id`` the run's executor if it still is ``expected_executor`` (compare-and-set:
         of two processes taking over one run, one wins); False when another took it first.
+        ``executor_id`` None releases a dead executor's run (a fleet takeover, docs/fleet.md).
 
         With ``exclusive``, refused with ``workspace_busy`` while another run holds the run's
         workspace, in the same transaction (as :meth:`create_run`).
         """
         return await in_thread(self._claim_run, run_id, expected_executor, executor_id, exclusive)
+
+    async def live_executor_keys(self) -> set[int]:
+        """The lock keys of the executors alive now (Postgres: baton.store.liveness)."""
+        from baton.store.liveness import live_executor_keys
+
+        return await in_thread(live_executor_keys, self.engine)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``.
@@ -435,7 +444,7 @@ class Store:
             raise UsageError("invalid_argument", f"cannot create run {values['id']}: {exc.orig}") from exc
         return _record(row)
 
-    def _claim_run(self, run_id: str, expected: str | None, executor_id: str, exclusive: Holds | None) -> bool:
+    def _claim_run(self, run_id: str, expected: str | None, executor_id: str | None, exclusive: Holds | None) -> bool:
         with self.engine.begin() as connection:
             found = connection.execute(select(runs.c.repo, runs.c.cwd).where(runs.c.id == run_id)).one_or_none()
             if found is None:

@@ -23,8 +23,9 @@ from baton.store.records import RUN_STATUSES
 __all__ = ["RUN_TRANSITIONS", "check_transition"]
 
 RUN_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
-    # started by its executor; cancelled while it waited for a slot (``not_started``)
-    "queued": frozenset({"running", "cancelled"}),
+    # started by its executor; cancelled while it waited for a slot (``not_started``); failed on
+    # the fleet worker that took it before it could start (its workspace could not be made)
+    "queued": frozenset({"running", "cancelled", "failed"}),
     # paused on a gate (or parked); taken over from a dead executor; ended
     "running": frozenset({"paused", "interrupted", "finished", "failed", "cancelled"}),
     # a decided gate (or a resume); taken over; ended while waiting (a cancel, a parked run's cancel)

@@ -79,7 +79,8 @@ async def get_run(run_id: str, request: Request, principal: _Reader) -> Response
     },
 )
 async def create_run(body: CreateRunRequest, request: Request, principal: _Writer) -> Run:
-    """Start a run of an agent on a repository; it executes in this server's process."""
+    """Start a run of an agent on a repository; it executes in this server's process (queued for
+    the fleet's workers under ``baton serve --no-execute``)."""
     state = server_state(request)
     state.commands.take(principal.sub)
     if body.permission_mode == "bypassPermissions" and not principal.is_admin:
@@ -128,6 +129,9 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
     )
     if spec.record is not None and spec.replay is not None:
         raise UsageError("invalid_argument", "record and replay are exclusive")
+    if not state.config.execute:  # baton serve --no-execute: a worker of the fleet takes it
+        queued = await state.baton.queue(spec)
+        return run_object(await state.runs.get_run(queued.id))
     handle = await state.baton.start(spec)
     state.handles[handle.run_id] = handle
     return run_object(await state.runs.get_run(handle.run_id))

@@ -1,8 +1,9 @@
-// A run: its events live (GET /v1/runs/{id}/events, resumed by the browser's EventSource with
+// A run: its events live (GET /v1/runs/{id}/events, read by sse.js and resumed with
 // Last-Event-ID; an event already shown is never shown again), its gates inline with their
 // decisions, snapshots with a diff viewer, cost and tokens, and its controls.
 
 import { api, command, describeError } from "./api.js";
+import { EventReader } from "./sse.js";
 import { setTitle } from "./app.js";
 import { renderEditDiff, renderPatch } from "./diff.js";
 import { gateCard, fillCard, gateStore } from "./gates.js";
@@ -11,6 +12,7 @@ import { h, clear, formatCost, formatDuration, formatTokens, runDuration, status
 
 const MODES = ["default", "acceptEdits", "plan", "bypassPermissions"];
 const FRAME_BUDGET_MS = 8; // events rendered per animation frame: never a long main-thread task
+const BLOCK_SIZE = 100; // events per block of the list (see item())
 
 export async function render(main) {
   const runId = decodeURIComponent(location.pathname.split("/")[2] || "");
@@ -39,6 +41,7 @@ class RunView {
     this.usage = { input: 0, output: 0 };
     this.cost = run.total_cost_usd;
     this.traceId = null; // its OpenTelemetry trace, once known (showTrace)
+    this.traceAsked = false;
     this.ended = false;
     this.build();
   }
@@ -186,49 +189,59 @@ class RunView {
   }
 
   start() {
-    this.showTrace();
     gateStore.subscribe((change) => {
       if (change.kind === "gate" && change.gate.run_id === this.run.id) this.showGate(change.gate);
       if (change.kind === "snapshot") {
         for (const gate of gateStore.pending()) if (gate.run_id === this.run.id) this.showGate(gate);
       }
     });
-    this.connect(0);
+    this.connect();
     this.loadSnapshots();
   }
 
-  connect(after) {
-    const url = `/v1/runs/${encodeURIComponent(this.run.id)}/events` + (after ? `?after=${after}` : "");
-    const source = new EventSource(url);
-    this.source = source;
-    this.streamState.textContent = "Live.";
-    const take = (event) => {
-      const data = JSON.parse(event.data);
-      if (data.seq <= this.lastSeq) return; // shown already (a resumed stream starts after it)
-      this.lastSeq = data.seq;
-      this.events.batonSeqs.push(data.seq);
-      this.queue.push(data);
-      this.schedule();
-    };
-    for (const type of EVENT_TYPES) source.addEventListener(type, take);
-    source.addEventListener("overflow", (event) => {
-      source.close();
-      const { last_id: lastId } = JSON.parse(event.data);
-      this.connect(Math.max(lastId || 0, this.lastSeq));
-    });
-    source.onerror = () => {
-      if (this.ended) {
-        source.close();
-        return;
-      }
-      this.streamState.textContent = "Reconnecting…"; // the browser resumes with Last-Event-ID
-    };
+  // One reader of the run's events (sse.js: fetch and a streaming parser). After a drop it
+  // reconnects with Last-Event-ID, the last seq received; after an overflow notice (the server
+  // hangs up on a slow reader) from the last seq the notice names. A seq shown already is
+  // dropped, so every event is shown once, in order. Frames are queued as they arrive (their
+  // JSON parsed when shown) and shown in batches of FRAME_BUDGET_MS per animation frame.
+  connect() {
     let opened = false;
-    source.onopen = () => {
-      if (opened) this.events.batonReconnects += 1;
-      opened = true;
-      this.streamState.textContent = "Live.";
-    };
+    this.streamState.textContent = "Connecting…";
+    this.source = new EventReader(`/v1/runs/${encodeURIComponent(this.run.id)}/events`, {
+      onOpen: () => {
+        if (opened) this.events.batonReconnects += 1;
+        opened = true;
+        this.streamState.textContent = "Live.";
+      },
+      onFrame: (frame) => this.take(frame),
+      onDrop: () => {
+        if (!this.ended) this.streamState.textContent = "Reconnecting…";
+      },
+      onFatal: (error) => {
+        this.streamState.className = "error small";
+        this.streamState.textContent = `The event stream stopped: ${error.message}.`;
+      },
+    }).start();
+  }
+
+  take(frame) {
+    if (frame.type === "overflow") {
+      const { last_id: lastId } = JSON.parse(frame.data);
+      this.source.lastEventId = String(Math.max(lastId || 0, this.lastSeq));
+      return;
+    }
+    if (frame.type === "error") {
+      const { error } = JSON.parse(frame.data);
+      this.streamState.className = "error small";
+      this.streamState.textContent = `${error.code}: ${error.message}`;
+      return;
+    }
+    const seq = Number(frame.id);
+    if (!(seq > this.lastSeq)) return; // shown already (a resumed stream starts after it)
+    this.lastSeq = seq;
+    this.events.batonSeqs.push(seq);
+    this.queue.push(frame);
+    this.schedule();
   }
 
   schedule() {
@@ -240,20 +253,35 @@ class RunView {
   flush() {
     this.scheduled = false;
     const started = performance.now();
-    const fragment = document.createDocumentFragment();
-    this.target = fragment;
-    while (this.queue.length && performance.now() - started < FRAME_BUDGET_MS) {
-      this.show(this.queue.shift());
+    let shown = 0;
+    while (shown < this.queue.length && performance.now() - started < FRAME_BUDGET_MS) {
+      const frame = this.queue[shown++];
+      this.show(JSON.parse(frame.data));
     }
-    this.events.append(fragment);
+    this.queue.splice(0, shown); // (shift() one by one is quadratic on a long queue)
     if (this.message && this.message.dirty) this.renderMessage();
     this.showFacts();
     if (this.queue.length) this.schedule();
+    else if (!this.traceAsked) {
+      // Asked once the events received so far are shown: GET /trace reads the run's whole log,
+      // which on a long run would delay the stream's first events on the server.
+      this.traceAsked = true;
+      this.showTrace();
+    }
   }
 
+  // Events go into blocks of BLOCK_SIZE (an li holding an ol of its own, both role none: to
+  // assistive technology one flat list of events). A block off screen is skipped by layout
+  // and paint (content-visibility: auto, style.css), so the page's cost stays that of the
+  // blocks in view however long the run: one element per block is watched for visibility,
+  // not one per event.
   item(kind, ...children) {
+    if (!this.block || this.block.childElementCount >= BLOCK_SIZE) {
+      this.block = h("ol", { class: "ev-list", role: "none" });
+      this.events.append(h("li", { class: "ev-block", role: "none" }, this.block));
+    }
     const node = h("li", { class: `ev ev-${kind}` }, ...children);
-    this.target.append(node);
+    this.block.append(node);
     return node;
   }
 
@@ -324,11 +352,23 @@ class RunView {
         }
         break;
       }
+      case "mcp.called":
+        this.toolBlock(data.tool_call_id, `MCP ${data.server}`, `${data.tool} ${JSON.stringify(data.input ?? {})}`, null);
+        break;
+      case "mcp.finished": {
+        const block = this.toolBlock(data.tool_call_id, `MCP ${data.server}`, `${data.tool} ${JSON.stringify(data.input ?? {})}`, null);
+        block.node.classList.add(data.denied ? "denied" : data.is_error ? "failed" : "ok");
+        block.state.textContent = data.denied ? `denied${data.reason ? " · " + data.reason : ""}` : data.is_error ? "failed" : "done";
+        if (data.output) block.node.append(h("pre", { class: "output", tabindex: "0" }, data.output));
+        break;
+      }
       case "test.result": {
         const block = this.tools.get(data.tool_call_id);
         const badge = h("span", { class: `test ${data.passed ? "test-pass" : "test-fail"}` }, data.passed ? "tests passed" : "tests failed", data.framework ? ` (${data.framework})` : "");
-        if (block) block.head.append(badge);
-        else this.item("test", badge, " ", h("code", {}, data.command));
+        if (block) {
+          block.head.append(badge);
+          if (!data.passed) block.node.classList.replace("ok", "failed"); // exit 0 through a pipe, tests failed
+        } else this.item("test", badge, " ", h("code", {}, data.command));
         break;
       }
       case "file.changed": {
@@ -478,9 +518,3 @@ class RunView {
     await show();
   }
 }
-
-const EVENT_TYPES = [
-  "setup.started", "setup.output", "setup.skipped", "setup.finished",
-  "task.started", "message", "file.read", "file.changed", "command.started", "command.finished", "test.result",
-  "gate.opened", "gate.resolved", "snapshot.captured", "branch.created", "mcp.called", "mcp.finished", "turn.finished", "task.finished", "task.failed",
-];

@@ -53,7 +53,7 @@ export async function render(main) {
     }
     message.className = "muted";
     message.textContent = page.runs.length ? "" : "No runs" + (status.value || agent.value || repo.value ? " match these filters." : " yet: start one from New task.");
-    clear(list).append(...page.runs.map((run) => row(run, (page.summaries || {})[run.id])));
+    showRows(list, page.runs.map((run) => row(run, (page.summaries || {})[run.id])));
     clear(pager);
     if (cursors.length > 1) {
       pager.append(h("button", { type: "button", onclick: () => { cursors.pop(); load(); } }, "Newer"));
@@ -80,6 +80,20 @@ export async function render(main) {
     load();
   });
   await load();
+}
+
+// The list's rows, touching only those that changed: the live refresh every 3 s replaces the
+// rows of running runs (their duration moved on), not all of them (no relayout of the page).
+function showRows(list, rows) {
+  const current = [...list.children];
+  const sameRuns = current.length === rows.length && current.every((old, i) => old.dataset.runId === rows[i].dataset.runId);
+  if (!sameRuns) {
+    list.replaceChildren(...rows);
+    return;
+  }
+  rows.forEach((fresh, i) => {
+    if (!current[i].isEqualNode(fresh)) current[i].replaceWith(fresh);
+  });
 }
 
 function row(run, summary) {

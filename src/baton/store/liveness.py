@@ -1,0 +1,140 @@
+"""Executors' liveness across machines on Postgres: one session-level advisory lock per executor.
+
+An executor of the fleet (docs/fleet.md) holds ``pg_advisory_lock(key)`` on a connection of its
+own for as long as it lives; ``key`` is a 64-bit hash of its executor id
+(:func:`executor_key`). Postgres drops a session's advisory locks with its connection, so:
+
+- a process that dies (SIGKILL, OOM, a crash) loses its lock as soon as its kernel closes the
+  socket — at once when the machine is up;
+- a machine that vanishes (network cut, power) loses it once the server gives up on the TCP
+  connection: the lock's session sets the server side ``tcp_keepalives_idle`` (5 s),
+  ``tcp_keepalives_interval`` (2 s), ``tcp_keepalives_count`` (3) and ``tcp_user_timeout``
+  (10 s), so an idle connection is dropped within 5 + 3 × 2 = 11 s, one with unacknowledged
+  data within 10 s (:data:`LOCK_LOSS_BOUND_SECONDS`). The client side sets the same through
+  libpq's ``keepalives*`` and ``tcp_user_timeout``, so the worker learns as fast that its lock
+  is gone.
+
+:func:`live_executor_keys` reads ``pg_locks`` (every session's locks of the server, one query)
+for the keys held now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from typing import Any, Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from baton.store.engine import make_engine
+from baton.store.storage_errors import map_storage_errors
+
+__all__ = [
+    "KEEPALIVE_COUNT",
+    "KEEPALIVE_IDLE_SECONDS",
+    "KEEPALIVE_INTERVAL_SECONDS",
+    "LOCK_LOSS_BOUND_SECONDS",
+    "TCP_USER_TIMEOUT_MS",
+    "ExecutorLock",
+    "executor_key",
+    "live_executor_keys",
+]
+
+KEEPALIVE_IDLE_SECONDS: Final = 5
+KEEPALIVE_INTERVAL_SECONDS: Final = 2
+KEEPALIVE_COUNT: Final = 3
+TCP_USER_TIMEOUT_MS: Final = 10_000
+# The longest a dead machine's lock outlives it (an idle connection: idle + count × interval).
+LOCK_LOSS_BOUND_SECONDS: Final = max(
+    KEEPALIVE_IDLE_SECONDS + KEEPALIVE_COUNT * KEEPALIVE_INTERVAL_SECONDS, TCP_USER_TIMEOUT_MS / 1000
+)
+# Advisory locks of baton's executors: the first key of the two-key form, so no other user of
+# the database collides with them.
+_CLASS: Final = 0x62617400  # "bat\0"
+
+_SESSION_SETTINGS: Final = (
+    f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_SECONDS}",
+    f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_SECONDS}",
+    f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}",
+    f"SET tcp_user_timeout = {TCP_USER_TIMEOUT_MS}",
+)
+
+
+def executor_key(executor_id: str) -> int:
+    """The executor's lock key: 31 bits of the SHA-256 of its id (a positive int4)."""
+    return int.from_bytes(hashlib.sha256(executor_id.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def _lock_engine(url: str) -> Engine:
+    """An engine of one connection at a time, autocommit, with libpq's keepalives and user timeout."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    connect_args: dict[str, Any] = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+        "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+        "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+        "application_name": "baton-executor-lock",
+    }
+    parsed = make_engine(url)  # the URL as the store reads it (psycopg 3)
+    engine_url = parsed.url
+    parsed.dispose()
+    return create_engine(engine_url, poolclass=NullPool, connect_args=connect_args, isolation_level="AUTOCOMMIT")
+
+
+class ExecutorLock:
+    """This executor's advisory lock, held on a connection of its own until :meth:`release`."""
+
+    def __init__(self, url: str, executor_id: str) -> None:
+        self.url = url
+        self.executor_id = executor_id
+        self.key = executor_key(executor_id)
+        self._engine: Engine | None = None
+        self._connection: Connection | None = None
+        self._guard = threading.Lock()
+
+    def acquire(self) -> None:
+        """Take the lock (blocking: call it in a thread); the connection stays open."""
+        with self._guard, map_storage_errors():
+            self._engine = _lock_engine(self.url)
+            connection = self._engine.connect()
+            for statement in _SESSION_SETTINGS:
+                connection.execute(text(statement))
+            connection.execute(text("SELECT pg_advisory_lock(:class, :key)"), {"class": _CLASS, "key": self.key})
+            self._connection = connection
+
+    def held(self) -> bool:
+        """Whether the lock's connection still answers (blocking)."""
+        with self._guard:
+            if self._connection is None:
+                return False
+            try:
+                self._connection.execute(text("SELECT 1"))
+            except Exception:
+                return False
+            return True
+
+    def release(self) -> None:
+        """Close the connection: the lock goes with it (blocking)."""
+        with self._guard:
+            if self._connection is not None:
+                with contextlib.suppress(Exception):  # the connection was already gone: so is the lock
+                    self._connection.close()
+                self._connection = None
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+
+
+def live_executor_keys(engine: Engine) -> set[int]:
+    """The keys of every executor lock held now (blocking; one read of ``pg_locks``)."""
+    query = text(
+        "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND classid = :class "
+        "AND objsubid = 2 AND granted"
+    )
+    with map_storage_errors(), engine.connect() as connection:
+        return {int(row[0]) for row in connection.execute(query, {"class": _CLASS})}
