@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.cli._baton_cli import BatonCLI
+from tests.cli._terminal import run_in_terminal
 from tests.conftest import make_git_repo
 
 pytestmark = pytest.mark.claude
@@ -45,3 +46,25 @@ def test_run_parks_on_the_setup_gate_and_resume_after_approve_sets_up_first(
     assert (workspace / "made-by-setup.txt").read_text() == "ran\n" and (workspace / "e.txt").is_file()
     statuses = [note["status"] for note in baton.notes("_baton/setup")]
     assert statuses[:2] == ["gated", "started"] and statuses[-1] == "finished"
+
+
+@pytest.mark.slow(seconds=20)
+def test_baton_run_at_a_terminal_shows_the_whole_script_and_approving_runs_it(
+    baton: BatonCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_git_repo(tmp_path / "repo", {"README.md": "# r\n", ".baton/setup": SCRIPT})
+    baton.home.mkdir(parents=True, exist_ok=True)
+    (baton.home / "baton.toml").write_text('[workspace]\nuntrusted_setup = "ask"\n')
+    baton.env["BATON_WORKSPACE"] = "worktree"
+    args = ("run", "f.txt", "--repo", str(repo), "--scenario", "write-prompt-file", "--mode", "acceptEdits")
+    session = run_in_terminal(baton, args, [("approve?", "y")])
+    assert session.returncode == 0 and session.answered == 1, session.describe()
+    assert "baton_setup" in session.shown and "echo setting up\r\n" in session.shown  # the script, verbatim
+    assert "echo ran > made-by-setup.txt\r\n" in session.shown and "(approved at its gate)" in session.shown
+    assert "[e]dit" not in session.shown and "[a]lways" not in session.shown  # it runs as shown, or not
+    [gate] = json.loads(baton.here(monkeypatch, "gates", "--json").stdout)
+    assert gate["status"] == "approved" and gate["decided_by"] == "terminal"
+    assert gate["input"]["sha256"][:12] in session.shown
+    shown = json.loads(baton.here(monkeypatch, "show", gate["run_id"], "--json").stdout)
+    workspace = Path(shown["workspace"]["path"])
+    assert (workspace / "made-by-setup.txt").read_text() == "ran\n" and (workspace / "f.txt").is_file()

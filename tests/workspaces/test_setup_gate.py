@@ -59,7 +59,11 @@ async def test_an_approved_gate_runs_exactly_the_script_it_showed(tmp_path: Path
             "sha256": hashlib.sha256(SCRIPT.encode()).hexdigest(),
             "script": SCRIPT,  # the base commit's, not the working tree's
         }
-        assert (await baton.store.get_run(handle.run_id)).status == "paused"
+        for _ in range(3000):  # the gate is stored first, then the run is paused on it
+            if (await baton.store.get_run(handle.run_id)).status == "paused":
+                break
+            await asyncio.sleep(0.01)
+        assert (await baton.store.get_run(handle.run_id)).status_reason == record.id
         workspace = settings.workspace_dir(handle.run_id)
         assert not (workspace / "made-by-setup.txt").exists()  # nothing ran before the decision
         with pytest.raises(BatonError) as refused:  # an approval bound to another script

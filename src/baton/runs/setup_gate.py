@@ -82,7 +82,7 @@ async def gate_setup(
     if earlier:
         gate = earlier[-1]
     else:
-        lines = (step.script or "").count("\n") + 1
+        lines = len((step.script or "").splitlines())
         gate, _superseded = await ledger.open(
             run_id,
             "tool",
