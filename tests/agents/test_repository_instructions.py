@@ -37,6 +37,7 @@ FILES = {
     "opencode": ("AGENTS.md",),
     "gemini": ("GEMINI.md", "AGENTS.md"),
     "qwen": ("QWEN.md", "AGENTS.md"),
+    "kilo": ("AGENTS.md",),
 }
 
 
@@ -108,6 +109,7 @@ AGENT_PARAMS = [
     pytest.param("opencode", marks=pytest.mark.claude),
     "gemini",
     "qwen",
+    "kilo",
 ]
 
 

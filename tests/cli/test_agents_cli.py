@@ -15,7 +15,7 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", "--json")
     assert result.returncode == 0, result.describe()
     agents = {agent["name"]: agent for agent in json.loads(result.stdout)}
-    assert set(agents) == {"claude", "codex", "claude-acp", "gemini", "opencode", "qwen"}
+    assert set(agents) == {"claude", "codex", "claude-acp", "gemini", "opencode", "qwen", "kilo"}
     codex = agents["codex"]
     assert codex["installed"] is True and codex["version"] == "0.16.0"
     assert codex["package"] == "@zed-industries/codex-acp@0.16.0"
@@ -43,14 +43,19 @@ def test_agents_json_lists_every_agent_installed_with_its_mode_matrix(
     assert qwen["package"] == "@qwen-code/qwen-code@0.24.4" and Path(qwen["command"][0]).is_file()
     assert qwen["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
     assert qwen["tools"]["run_shell_command"] == "Bash" and qwen["tools"]["write_file"] == "Write"
+    kilo = agents["kilo"]
+    assert kilo["installed"] is True and kilo["version"] == "7.7.7" and Path(kilo["command"][0]).is_file()
+    assert kilo["modes"] == {m: "ask-all" for m in ("default", "acceptEdits", "plan", "bypassPermissions")}
     # Only baton's Claude adapter runs an approval's edited input; the ACP agents run what they proposed.
     assert {name: agent["applies_edits"] for name, agent in agents.items()} == {
         "claude": True, "codex": False, "claude-acp": False, "gemini": False, "opencode": False, "qwen": False,
+        "kilo": False,
     }  # fmt: skip
     # The repository's instruction files each is given (docs/agents.md "Repository instructions").
     assert {name: agent["instruction_files"] for name, agent in agents.items()} == {
         "claude": ["CLAUDE.md", "AGENTS.md"], "codex": ["AGENTS.md"], "claude-acp": ["CLAUDE.md", "AGENTS.md"],
         "gemini": ["GEMINI.md", "AGENTS.md"], "opencode": ["AGENTS.md"], "qwen": ["QWEN.md", "AGENTS.md"],
+        "kilo": ["AGENTS.md"],
     }  # fmt: skip
 
 
@@ -58,11 +63,12 @@ def test_agents_fits_80_columns_one_line_an_agent(monkeypatch: pytest.MonkeyPatc
     result = invoke_in_process(monkeypatch, tmp_path / "home", "agents", env={"COLUMNS": "80"})
     assert result.returncode == 0, result.describe()
     lines = result.stdout.splitlines()
-    assert len(lines) <= 11, result.stdout
+    assert len(lines) <= 12, result.stdout
     assert all(len(line) <= 80 and line == line.rstrip() for line in lines), result.stdout
-    rows = {line.split()[0]: line.split()[1:] for line in lines[1:7]}
-    assert set(rows) == {"claude", "codex", "claude-acp", "gemini", "opencode", "qwen"}
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:8]}
+    assert set(rows) == {"claude", "codex", "claude-acp", "gemini", "opencode", "qwen", "kilo"}
     assert rows["qwen"] == ["installed", "0.24.4", "all"]
+    assert rows["kilo"] == ["installed", "7.7.7", "all"]
     assert rows["gemini"] == ["installed", "0.61.0", "bypassPermissions"]
     assert rows["codex"] == ["installed", "0.16.0", "all"]
     assert "baton agents NAME" in lines[-1]

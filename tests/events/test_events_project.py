@@ -166,6 +166,28 @@ def test_file_change_kinds() -> None:
     }
 
 
+def test_a_file_a_call_names_two_ways_is_one_change_with_the_diff() -> None:
+    # Kilo: the permission request has the absolute path and the diff, its updates ``./new.txt``.
+    log = started()
+    diff = {"type": "diff", "path": f"{CWD}/new.txt", "oldText": None, "newText": "hi\n"}
+    params = {"sessionId": "sess", "toolCall": {"toolCallId": "w", "kind": "edit", "content": [diff]}, "options": []}
+    log.request("from_agent", "session/request_permission", 1, params)
+    chosen = {"outcome": {"outcome": "selected", "optionId": "once"}}
+    log.respond("to_agent", "session/request_permission", 1, result=chosen)
+    call(log, "w", "edit", title="write", locations=[{"path": "./new.txt"}], _meta={"baton": {"tool_name": "Write"}})
+    done(log, "w", change="add")
+    assert of_type(log, "file.changed") == [
+        {
+            "path": "new.txt",
+            "abs_path": f"{CWD}/new.txt",
+            "change": "add",
+            "tool": "Write",
+            "tool_call_id": "w",
+            "diff": {"old_text": None, "new_text": "hi\n"},
+        }
+    ]
+
+
 def test_search_reads_the_workspace_with_its_pattern() -> None:
     log = started()
     call(log, "s", "search", rawInput={"pattern": "TODO"}, _meta={"baton": {"tool_name": "Grep"}})

@@ -150,7 +150,7 @@ async def test_approve_with_updated_input(ledger: GateLedger, run_id: str) -> No
 
 
 @pytest.mark.parametrize(
-    "agent", ["codex", "opencode", "gemini", "claude-acp", "qwen", "command", "an-agent-from-elsewhere"]
+    "agent", ["codex", "opencode", "gemini", "claude-acp", "qwen", "kilo", "command", "an-agent-from-elsewhere"]
 )
 async def test_an_edit_the_runs_agent_cannot_apply_is_refused_and_changes_nothing(
     ledger: GateLedger, store: Store, agent: str

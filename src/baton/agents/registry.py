@@ -33,6 +33,7 @@ from baton.agents.claude_acp import ClaudeAcpSetting, claude_acp_command
 from baton.agents.codex import CodexSetting, codex_command
 from baton.agents.command import COMMAND_AGENT, acp_bound_input, acp_tool_calls, command_launch
 from baton.agents.gemini import GeminiSetting, gemini_command
+from baton.agents.kilo import kilo_binary, kilo_command
 from baton.agents.opencode import OpenCodeSetting, opencode_annotation, opencode_binary, opencode_command
 from baton.agents.qwen import QWEN_TOOLS, QwenSetting, qwen_command, qwen_tool_name
 from baton.agents.recipe import npm_arch
@@ -47,6 +48,7 @@ __all__ = [
     "CLAUDE_ACP",
     "GEMINI",
     "GEMINI_SAFE_COMMANDS",
+    "KILO",
     "OPENCODE",
     "QWEN",
     "AgentEntry",
@@ -688,7 +690,47 @@ QWEN = AgentEntry(
     instruction_files=("QWEN.md", "AGENTS.md"),
 )
 
-AGENTS: dict[str, AgentEntry] = {entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE, QWEN)}
+# -- Kilo Code CLI (an OpenCode fork) ---------------------------------------------------------
+
+_KILO_ASK_ALL = NativeSetting(
+    name="ask-all",
+    native='permission {"*": "ask"} in KILO_CONFIG_CONTENT',
+    reaches_gatekeeper="every tool call (bash, read, write, edit …)",
+    unasked=(),
+    evidence="tests/agents/kilo/test_kilo.py::test_ask_all_sends_every_call_to_the_gatekeeper",
+    config=OpenCodeSetting({"*": "ask"}),
+)
+
+KILO = AgentEntry(
+    name="kilo",
+    package="@kilocode/cli",
+    version="7.7.7",
+    command=(kilo_binary(),),
+    env_recipe=(
+        "PATH, LANG, LC_*, TZ, TERM and the passthrough; HOME and XDG_* in the run's agent home; ANTHROPIC_API_KEY; "
+        "KILO_CONFIG_CONTENT; KILO_DISABLE_{AUTOUPDATE,MODELS_FETCH,LSP_DOWNLOAD,DEFAULT_PLUGINS,SHARE,"
+        "SESSION_INGEST,EXTERNAL_SKILLS,PROJECT_CONFIG,CLAUDE_CODE,CLAUDE_CODE_PROMPT,CLAUDE_CODE_SKILLS}=1; "
+        "BATON_RUN_ID"
+    ),
+    config_recipe=(
+        "KILO_CONFIG_CONTENT: provider anthropic at ANTHROPIC_BASE_URL/v1, the model (anthropic/…), autoupdate "
+        'and share off, permission {"*": "ask"}, instructions = the repository\'s (files in the agent home); '
+        "KILO_DISABLE_PROJECT_CONFIG=1 (no AGENTS.md/CLAUDE.md or kilo.json of the working tree); "
+        "`kilo acp --pure`"
+    ),
+    tool_names={},
+    bound_input=acp_bound_input,
+    settings=(_KILO_ASK_ALL,),
+    tool_calls=acp_tool_calls,
+    launch=kilo_command,
+    provider="anthropic",
+    annotation=opencode_annotation,
+    instruction_files=("AGENTS.md",),
+)
+
+AGENTS: dict[str, AgentEntry] = {
+    entry.name: entry for entry in (CLAUDE, CODEX, CLAUDE_ACP, GEMINI, OPENCODE, QWEN, KILO)
+}
 
 
 # -- any other ACP agent: --agent-cmd ----------------------------------------------------------

@@ -6,7 +6,8 @@ File events are emitted when a call completes successfully; ``command.started`` 
 command is known, ``command.finished`` (and ``test.result``) when the call ends. A permission
 request's ``toolCall`` adds its diffs to the call (OpenCode shows a write's diff
 only there) and its command, as the host annotated it (Qwen Code sends a command's input only
-there). A ``command.finished`` output is ``_meta.baton.output`` where an agent's annotation set it.
+there). A file a call names two ways (Kilo: absolute, then ``./name``) is one event. A
+``command.finished`` output is ``_meta.baton.output`` where an agent's annotation set it.
 """
 
 from __future__ import annotations
@@ -260,18 +261,25 @@ class ToolCalls:
                     data.update(call.edited.input_fields())
                 out.append(("file.read", data))
         elif kind in _CHANGES:
+            # One event a file, however the agent spelt its path (Kilo: absolute in the permission
+            # request, ``./name`` in its updates): the spellings' change and diff are merged.
+            spellings: dict[str, list[str]] = {}
             for path in call.paths:
-                data = self._paths(path)
+                spellings.setdefault(self._paths(path)["abs_path"], []).append(path)
+            for paths in spellings.values():
+                data = self._paths(paths[0])
                 if kind != "edit":
                     data["change"] = kind
                 else:
-                    data["change"] = call.change or call.changes.get(path, "unknown")
+                    known = [call.changes[path] for path in paths if path in call.changes]
+                    data["change"] = call.change or (known[0] if known else "unknown")
                 data["tool"] = self._tool(call)
                 data["tool_call_id"] = call_id
                 if call.edited is not None:
                     data.update(call.edited.input_fields())
-                if path in call.diffs:
-                    data["diff"] = call.diffs[path]
+                diffs = [call.diffs[path] for path in paths if path in call.diffs]
+                if diffs:
+                    data["diff"] = diffs[0]
                 out.append(("file.changed", data))
 
     def _command_finished(self, call: _Call, call_id: str, update: dict[str, Any], out: Produced) -> None:
