@@ -138,6 +138,9 @@ class Settings:
     run_retention_seconds: float | None = None
     # Repositories (paths or URLs) whose ``.baton/setup`` runs without ``--setup``.
     workspace_trusted: tuple[str, ...] = ()
+    # What happens to the ``.baton/setup`` of a repository not trusted: "skip" (with a hint) or
+    # "ask" (a gate that shows the script; approving runs exactly that script).
+    workspace_untrusted_setup: str = "skip"
     # The result as a branch (docs/workspaces.md "Results"), the ``[result]`` table: the commit's
     # author ("Name <email>"); push the branch when made (None: for clones only); a shell command
     # run after the push (a pull request); a branch at the end of in-place runs too.
@@ -258,7 +261,8 @@ def _sandbox_from_toml(path: Path, raw: Any) -> dict[str, Any]:
 
 def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
     """``workspace = "worktree"``, or a table ``[workspace]`` with ``kind``, ``retention``
-    (``"7d"``, ``"12h"``, seconds) and ``trusted`` (repositories whose ``.baton/setup`` runs)."""
+    (``"7d"``, ``"12h"``, seconds), ``trusted`` (repositories whose ``.baton/setup`` runs) and
+    ``untrusted_setup`` (``"skip"`` or ``"ask"``: the others' ``.baton/setup``)."""
     if raw is None:
         return {}
     table = {"kind": raw} if isinstance(raw, str) else raw
@@ -274,6 +278,12 @@ def _workspace_from_toml(path: Path, raw: Any) -> dict[str, Any]:
         raise UsageError("config_invalid", f"{path}: workspace.trusted is a list of repositories")
     if trusted:
         values["workspace_trusted"] = tuple(trusted)
+    untrusted = table.get("untrusted_setup")
+    if untrusted is not None:
+        if untrusted not in ("skip", "ask"):
+            message = f'{path}: workspace.untrusted_setup is "skip" or "ask", not {untrusted!r}'
+            raise UsageError("config_invalid", message)
+        values["workspace_untrusted_setup"] = untrusted
     return values
 
 

@@ -121,6 +121,7 @@ async def test_the_agent_gets_only_the_allow_listed_environment(
     from baton.agents.processes import RUN_ID_VARIABLE
     from baton.runs import Baton
     from baton.sandbox.network import proxy_environment
+    from baton.sandbox.port_forward import PORT_BASE_VARIABLE
 
     async with Baton(replace(openai_settings, agent_start_timeout_seconds=3.0)) as baton:
         handle = await baton.start(RunSpec(prompt="go", repo=repo, agent=script_agent("silent")))
@@ -131,8 +132,9 @@ async def test_the_agent_gets_only_the_allow_listed_environment(
         outcome = await handle.wait()
     assert outcome.code == "agent_start_timeout"
     names = {item.split(b"=", 1)[0].decode() for item in environ if item}
-    # The sandbox's allow-list proxy is named too (where the sandbox isolates the network).
-    assert names - set(proxy_environment()) == {"PATH", RUN_ID_VARIABLE}
+    # The sandbox's allow-list proxy is named too (where the sandbox isolates the network), and
+    # the run's ports (docs/workspaces.md "Setup, and ports").
+    assert names - set(proxy_environment()) == {"PATH", RUN_ID_VARIABLE, PORT_BASE_VARIABLE}
     assert cwd == repo.resolve()
 
 

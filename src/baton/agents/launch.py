@@ -19,6 +19,7 @@ from baton.errors import AgentError, RefusedError
 from baton.gates import Gatekeeper
 from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan, command_paths
+from baton.sandbox.port_forward import PORT_BASE_VARIABLE
 
 __all__ = ["PreparedAgent", "SubprocessLaunch", "credentials_missing", "model_endpoint", "prepare_subprocess_agent"]
 
@@ -32,6 +33,7 @@ class SubprocessLaunch:
     sandbox: SandboxPlan | None = None  # the run's sandbox (the command's own files are added to it)
     network: SandboxNetwork | None = None  # the sandbox's own network, when it isolates it
     instructions: str | None = None  # the repository's instructions (LaunchContext.instructions)
+    port_base: int | None = None  # the run's BATON_PORT_BASE (docs/workspaces.md), in the agent's environment
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class PreparedAgent:
             instructions=launch.instructions if self.entry.instruction_files else None,
         )
         command = self.entry.launch(context, self.executable)
+        if launch.port_base is not None:  # the run's ports, for the dev servers its agent starts
+            command = replace(command, env={**command.env, PORT_BASE_VARIABLE: str(launch.port_base)})
         if launch.sandbox is not None:
             sandbox = launch.sandbox.with_read_only([self.executable, *command_paths(command.argv)])
             command = replace(command, sandbox=sandbox, network=launch.network)

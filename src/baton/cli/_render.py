@@ -39,7 +39,8 @@ class LiveView:
 
     def _setup_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
         self._started_at = self._started_at or event.get("ts")  # the run's time counts its setup
-        source = "--setup" if data.get("source") == "option" else "trusted repository"
+        sources = {"option": "--setup", "approved": "approved at its gate"}
+        source = sources.get(str(data.get("source")), "trusted repository")
         self.console.print(f"[bold]⚙ setup[/] [dim]({source})[/] {escape(str(data.get('command')))}", soft_wrap=True)
 
     def _setup_output(self, data: dict[str, Any], event: dict[str, Any]) -> None:

@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from baton.errors import BatonError
+from baton.runs.setup_gate import SETUP_TOOL
 
 if TYPE_CHECKING:
     from baton.gates.handles import Gate
@@ -148,7 +149,7 @@ class TerminalGates:
 
         record = gate.record
         always = suggested_rule(record) is not None
-        editable = gate.run_id not in self._edits_refused
+        editable = gate.run_id not in self._edits_refused and record.tool_name != SETUP_TOOL  # a setup runs as shown
         keys = "\\[y]es / \\[n]o" + (" / \\[e]dit" if editable else "") + (" / \\[a]lways" if always else "")
         line = (await self._prompt(f"[bold]approve?[/] {keys}: ")).lower()
         if line in ("y", "yes"):
@@ -177,7 +178,12 @@ class TerminalGates:
 
         data = gate.input or {}
         self._console.print(f"[yellow]? gate[/] {escape(gate.id)} · {escape(gate.tool_name or 'tool')}")
-        if isinstance(data.get("command"), str):
+        if gate.tool_name == SETUP_TOOL:  # the repository's .baton/setup: the whole script, verbatim
+            self._console.print(f"  [bold]{escape(gate.summary or '')}[/]")
+            self._console.print(f"  [dim]{escape(str(data.get('path')))} · sha256 {escape(str(data.get('sha256')))}[/]")
+            for line in str(data.get("script") or "").splitlines():
+                self._console.print(f"  [cyan]│[/] {escape(line)}")
+        elif isinstance(data.get("command"), str):
             self._console.print(f"  [bold]$ {escape(data['command'])}[/]")
         elif isinstance(data.get("new_string"), str) or isinstance(data.get("content"), str):
             path = str(data.get("file_path") or data.get("path") or "")

@@ -80,7 +80,7 @@ def _setup_of(note: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     status = note.get("status")
     shown = {"status": "running" if status in ("started", "output") else status}
-    for key in ("exit_code", "duration_ms", "reason", "hint"):
+    for key in ("exit_code", "duration_ms", "reason", "hint", "gate_id"):
         if key in note and status not in ("started", "output"):
             shown[key] = note[key]
     return shown

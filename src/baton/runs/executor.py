@@ -41,6 +41,7 @@ from baton.runs.gating import RunGates
 from baton.runs.inbox import InboxReader, RunCommands
 from baton.runs.lifecycle import RunLifecycle
 from baton.runs.model_source import RunModel
+from baton.runs.setup_gate import gate_setup
 from baton.runs.spec import RunOutcome, RunSpec
 from baton.sandbox.network import MCP_PORT
 from baton.snapshots.recorder import SnapshotRecorder
@@ -124,7 +125,8 @@ class RunExecution:
         self._mcp_servers = mcp_servers  # the run's MCP servers (baton.mcp), behind its proxy
         self._mcp_stderr_dir = mcp_stderr_dir  # where its stdio servers' stderr goes
         self._mcp: McpProxy | None = None
-        self._setup = setup  # the workspace's setup step, run before the agent starts (a new run only)
+        # the workspace's setup, run before the agent starts (a new run; a resume that parked on its gate)
+        self._setup = setup
         self._instructions = instructions  # the ``_baton/instructions`` note: what the agent was given
         self._results = results  # the branch the run leaves at its end (baton.results)
         self._telemetry = telemetry  # the process's (baton.observability); None when nothing is exported
@@ -237,10 +239,13 @@ class RunExecution:
                 network.observer = self._run_telemetry.model_observer()
         started = time.monotonic()
         try:
-            if self._setup is not None and self._resume is None:
-                await self._setup_workspace(self._setup)
-            async with self._snapshots or contextlib.nullcontext():
-                outcome = await self._converse_or_rebuild(cwd)
+            # A new run's setup; a resumed one's only when it parked on its setup's gate (the preparer).
+            parked = await self._setup_workspace(self._setup) if self._setup is not None else None
+            if parked is not None:  # nobody decided the setup's gate in time: the run parks on it
+                outcome = RunOutcome(run_id, "paused", stop_reason="parked", gate_id=parked)
+            else:
+                async with self._snapshots or contextlib.nullcontext():
+                    outcome = await self._converse_or_rebuild(cwd)
         except asyncio.CancelledError:
             outcome = RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="the run was interrupted")
             await asyncio.shield(self._close_network())
@@ -259,15 +264,35 @@ class RunExecution:
         await self._finish(outcome, started)
         return outcome
 
-    async def _setup_workspace(self, setup: WorkspaceSetup) -> None:
-        """The workspace's setup (baton.workspaces.setup), or the note that says why it was skipped."""
+    async def _setup_workspace(self, setup: WorkspaceSetup) -> str | None:
+        """The workspace's setup (baton.workspaces.setup), or the note that says why it was
+        skipped; the gate's id when the run must park on its setup's gate (baton.runs.setup_gate)."""
         step, skipped = setup.step, setup.skipped
+        if step is not None and step.gated:  # an untrusted repository's script: a human approves it first
+            verdict = await gate_setup(
+                step,
+                store=self._store,
+                lifecycle=self._lifecycle,
+                run_id=self.run_id,
+                note=self._note,
+                base_commit=(step.env or {}).get("BATON_BASE_COMMIT") or None,
+                grace_seconds=self._gate_grace,
+                expiry_seconds=self._gate_expiry,
+                cancelled=self._cancel,
+            )
+            if verdict.parked:
+                return verdict.gate_id
+            step, skipped = verdict.step, verdict.reason
+            if skipped is not None:
+                self._note("setup", {"status": "skipped", "reason": skipped, "gate_id": verdict.gate_id})
+                return None
         if skipped is not None:
             self._note("setup", {"status": "skipped", "reason": skipped, "hint": setup.hint})
         if step is not None:
             await run_setup(
                 step, self._note, script_dir=setup.script_dir, sandbox=self._agent.sandbox, network=self._agent.network
             )
+        return None
 
     async def _close_network(self) -> None:
         """End the sandbox network's proxies (the agent closes them when it ends; a run whose

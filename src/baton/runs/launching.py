@@ -45,6 +45,7 @@ from baton.runs.spec import RunSpec
 from baton.sandbox import ModelUpstream, new_placeholder_key
 from baton.sandbox.network import MODEL_URL, SandboxNetwork, proxy_environment
 from baton.sandbox.plan import SandboxPlan
+from baton.sandbox.port_forward import PORT_BASE_VARIABLE
 from baton.store import Redactor
 
 __all__ = ["ClaudeSession", "LaunchedAgent", "Launcher", "PreparedLaunch", "agent_entry"]
@@ -184,29 +185,45 @@ class PreparedLaunch:
         return self.subprocess is None
 
     def start(
-        self, run_id: str, spec: RunSpec, *, claude: ClaudeSession | None = None, instructions: str | None = None
+        self,
+        run_id: str,
+        spec: RunSpec,
+        *,
+        claude: ClaudeSession | None = None,
+        instructions: str | None = None,
+        ports: tuple[int, ...] = (),
     ) -> LaunchedAgent:
         """The agent of one execution of ``run_id`` (the process starts with the execution);
         ``claude`` for a resumed Claude (ignored for a subprocess agent); ``instructions``: the
-        repository's (baton.workspaces.instructions), for the agent's system-prompt channel."""
+        repository's (baton.workspaces.instructions), for the agent's system-prompt channel;
+        ``ports``: the run's ``BATON_PORT_BASE`` block (in the agent's environment, and forwarded
+        from the host into its sandbox's network: baton.sandbox.port_forward)."""
         self._redact()
         settings = self.launcher.settings
         agent_home = settings.run_dir(run_id) / "agent-home"
         if self.subprocess is not None:
             sandbox = run_sandbox(settings, spec, run_id)
-            network, model = self._network(sandbox)
+            network, model = self._network(sandbox, ports)
             prepared = self.subprocess
             if network is not None:  # the agent holds the placeholder and reaches the model proxy
                 base_url, _ = model_endpoint(self.entry, model.settings, model.parent)
                 prepared = replace(prepared, base_url=base_url, api_key=network.placeholder, parent=model.parent)
             launch = SubprocessLaunch(
-                run_id, Path(spec.repo).resolve(), agent_home, spec.model, sandbox, network, instructions
+                run_id,
+                Path(spec.repo).resolve(),
+                agent_home,
+                spec.model,
+                sandbox,
+                network,
+                instructions,
+                port_base=ports[0] if ports else None,
             )
             return LaunchedAgent(prepared.start(launch), self.gatekeeper, self.entry)
         planned = self.gatekeeper.with_plan_dir(agent_home / ".claude" / "plans")
-        return LaunchedAgent(InProcessClaude(self._claude_launch(run_id, spec, claude, instructions)), planned, None)
+        launched = self._claude_launch(run_id, spec, claude, instructions, ports)
+        return LaunchedAgent(InProcessClaude(launched), planned, None)
 
-    def _network(self, sandbox: SandboxPlan) -> tuple[SandboxNetwork | None, ModelEndpoint]:
+    def _network(self, sandbox: SandboxPlan, ports: tuple[int, ...]) -> tuple[SandboxNetwork | None, ModelEndpoint]:
         """The agent's own network when its sandbox isolates it (docs/sandbox.md "The network"):
         the model proxy in front of the endpoint the agent would have used, holding that key,
         and the endpoint the agent is given instead (the proxy, with a placeholder)."""
@@ -220,10 +237,17 @@ class PreparedLaunch:
             self.launcher.redactor.add(key)
         model = self.model
         pointed = pointed_at(model.settings, model.parent, MODEL_URL, placeholder, model.source, scripted=False)
-        return SandboxNetwork(sandbox.network, upstream, placeholder), pointed
+        network = SandboxNetwork(sandbox.network, upstream, placeholder)
+        network.forward_ports = ports
+        return network, pointed
 
     def _claude_launch(
-        self, run_id: str, spec: RunSpec, session: ClaudeSession | None, instructions: str | None
+        self,
+        run_id: str,
+        spec: RunSpec,
+        session: ClaudeSession | None,
+        instructions: str | None,
+        ports: tuple[int, ...] = (),
     ) -> ClaudeLaunch:
         assert self.claude_binary is not None
         settings = self.launcher.settings
@@ -232,7 +256,7 @@ class PreparedLaunch:
         launch_dir.mkdir(parents=True, exist_ok=True)
         # The run's sandbox for Claude Code: its launch files and its binary read-only too.
         sandbox = run_sandbox(settings, spec, run_id, agent_paths=[launch_dir, self.claude_binary])
-        network, model = self._network(sandbox)
+        network, model = self._network(sandbox, ports)
         env = claude_environment(
             run_id=run_id,
             agent_home=run_dir / "agent-home",
@@ -243,6 +267,8 @@ class PreparedLaunch:
         )
         if network is not None:
             env.update(proxy_environment())
+        if ports:
+            env[PORT_BASE_VARIABLE] = str(ports[0])
         budget_usd, budget_turns = spec.budget_usd, spec.budget_turns
         if session is not None:  # a resumed Claude counts only its own spend: it gets what is left
             budget_usd = claude_budget_left(spec.budget_usd, session.spent.usd)

@@ -35,9 +35,17 @@ from baton.runs.parking import pending_gates
 from baton.runs.resume import ResumePlan, check_resumable, plan_resume, rebuilt_prompt, resume_spec
 from baton.runs.resumed_cassettes import bind_resumed, keep_journal, recording_of
 from baton.runs.sandboxing import check_run_sandbox
+from baton.runs.setup_gate import setup_gate_pending
 from baton.runs.spec import RunSpec, require_repo, run_request, spec_of_request
 from baton.runs.workspaces import check_workspace_free, holds_workspace
-from baton.runs.workspacing import discarded, instructions_of, made_workspace, recreated_workspace, setup_of
+from baton.runs.workspacing import (
+    discarded,
+    forwarded_ports,
+    instructions_of,
+    made_workspace,
+    recreated_workspace,
+    setup_of,
+)
 from baton.snapshots import recorder_for
 from baton.store import RunRecord, SessionLog, Store
 from baton.store.redact import MIN_SECRET_LENGTH
@@ -145,7 +153,7 @@ class Preparer:
         execution = self._execution(
             run_id,
             spec,
-            launch.start(run_id, spec, instructions=_given(instructions)),
+            launch.start(run_id, spec, instructions=_given(instructions), ports=forwarded_ports(record)),
             ask_human,
             model_source=launch.source,
             setup=setup_of(self.settings, record),
@@ -230,10 +238,18 @@ class Preparer:
             spent = spend_from_log(await self.log.read(plan.run_id))
             session = ClaudeSession(plan.resume_session_id, plan.continues_deferred, spent)
         instructions = self._instructions(record, launch, plan.spec)
+        # A run that parked on its setup's gate (or whose process ended while it waited) gates it again first.
+        gated = plan.run_id == run_id and setup_gate_pending(await self.log.read(run_id))
+        task = plan.conversation.task
+        if gated and prompt is None and task and not plan.conversation.view():
+            # its agent never had a turn: it gets the task itself, not a continuation of nothing
+            plan = replace(plan, spec=replace(plan.spec, prompt=task), params={**plan.params, "prompt": task})
         execution = self._execution(
             plan.run_id,
             plan.spec,
-            launch.start(plan.run_id, plan.spec, claude=session, instructions=_given(instructions)),
+            launch.start(
+                plan.run_id, plan.spec, claude=session, instructions=_given(instructions), ports=forwarded_ports(record)
+            ),
             ask_human,
             resume=plan.params,
             resumed_from=plan.resumed_from,
@@ -241,9 +257,11 @@ class Preparer:
             model_source=launch.source,
             instructions=instructions,
             mcp=self.mcp_servers(plan.spec, _source_repo(record)),
+            setup=setup_of(self.settings, record) if gated else None,
         )
         if launch.in_process and plan.resume_session_id is not None:
-            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions))
+            ports = forwarded_ports(record)
+            execution.rebuilt_fallback = self._rebuilt_fallback(plan, launch, _given(instructions), ports)
         execution.run_model = model
         return plan, execution
 
@@ -406,14 +424,17 @@ class Preparer:
             return  # an endpoint run keeps the endpoint it started on as its record
         await self.store.update_run(run_id, request={**request, "model_source": source})
 
-    def _rebuilt_fallback(self, plan: ResumePlan, launch: PreparedLaunch, instructions: str | None) -> RebuiltFallback:
+    def _rebuilt_fallback(
+        self, plan: ResumePlan, launch: PreparedLaunch, instructions: str | None, ports: tuple[int, ...]
+    ) -> RebuiltFallback:
         """For a native Claude resume: the rebuilt path, should Claude Code fail to load its session."""
 
         async def rebuilt() -> tuple[AgentProcess, ResumeParams, str]:
             params: ResumeParams = {**plan.params, "path": "rebuilt"}
             prompt = rebuilt_prompt(plan.conversation, params["prompt"])
             session = ClaudeSession(None, False, spend_from_log(await self.log.read(plan.run_id)))
-            return launch.start(plan.run_id, plan.spec, claude=session, instructions=instructions).agent, params, prompt
+            agent = launch.start(plan.run_id, plan.spec, claude=session, instructions=instructions, ports=ports).agent
+            return agent, params, prompt
 
         return rebuilt
 

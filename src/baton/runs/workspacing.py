@@ -27,10 +27,11 @@ from baton.workspaces.create import (
     setup_step,
 )
 from baton.workspaces.instructions import RepoInstructions, read_instructions
+from baton.workspaces.ports import PORT_BLOCK
 from baton.workspaces.record import WorkspaceRecord, workspace_of
 from baton.workspaces.setup import WorkspaceSetup, skipped_hint
 
-__all__ = ["discarded", "instructions_of", "made_workspace", "recreated_workspace", "setup_of"]
+__all__ = ["discarded", "forwarded_ports", "instructions_of", "made_workspace", "recreated_workspace", "setup_of"]
 
 
 async def made_workspace(settings: Settings, store: Store, spec: RunSpec) -> tuple[RunSpec, WorkspaceRecord]:
@@ -67,6 +68,14 @@ def setup_of(settings: Settings, record: RunRecord) -> WorkspaceSetup | None:
         return None
     hint = skipped_hint(workspace.repo, settings.home / "baton.toml") if skipped is not None else None
     return WorkspaceSetup(step, skipped, settings.run_dir(record.id) / "agent-home", hint)
+
+
+def forwarded_ports(record: RunRecord) -> tuple[int, ...]:
+    """The run's ``BATON_PORT_BASE`` block, which a sandbox of its own forwards from the host
+    (baton.sandbox.port_forward); empty for a run recorded without one."""
+    workspace = workspace_of(record.request)
+    base = workspace.extra.get("port_base") if workspace is not None else None
+    return tuple(range(base, base + PORT_BLOCK)) if isinstance(base, int) and base > 0 else ()
 
 
 def instructions_of(

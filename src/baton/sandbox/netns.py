@@ -92,6 +92,7 @@ class Door(Protocol):
     def redirections(self) -> str: ...
     def spawned(self) -> None: ...
     async def listen(self, ports: Sequence[int], *, wait_seconds: float = 30.0) -> list[socket.socket]: ...
+    def take_namespace(self) -> int | None: ...
     def release(self) -> None: ...
     def close(self) -> None: ...
 
@@ -122,6 +123,7 @@ class NetnsDoor:
         self._block = block  # baton's end: bubblewrap waits until something is written (or EOF)
         self._child_fds = list(child_fds)  # the ends bubblewrap inherits (pipes); closed once spawned
         self._fifo_dir = fifo_dir
+        self._namespace = -1  # the child's /proc/PID/ns/net, opened once it is known (take_namespace)
         os.set_blocking(self._info, False)
 
     @classmethod
@@ -187,8 +189,16 @@ class NetnsDoor:
         except TimeoutError as exc:
             message = f"bubblewrap did not start the sandbox in {wait_seconds:g} s"
             raise AgentError("agent_start_timeout", message) from exc
+        with contextlib.suppress(OSError):  # the child waits still: its pid is its own
+            self._namespace = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         self.release()
         return sockets
+
+    def take_namespace(self) -> int | None:
+        """The namespace's descriptor (an open ``/proc/PID/ns/net``), the caller's to close from
+        now on; None before :meth:`listen`, or once taken. baton.sandbox.port_forward enters it."""
+        fd, self._namespace = self._namespace, -1
+        return fd if fd >= 0 else None
 
     def release(self) -> None:
         """Let the child go on (idempotent)."""
@@ -208,6 +218,9 @@ class NetnsDoor:
         if self._info >= 0:
             os.close(self._info)
             self._info = -1
+        if self._namespace >= 0:
+            os.close(self._namespace)
+            self._namespace = -1
         if self._fifo_dir is not None:
             for name in ("netns-info", "netns-block"):
                 (self._fifo_dir / name).unlink(missing_ok=True)
@@ -299,6 +312,10 @@ class RelayDoor:
             raise AgentError("agent_start_timeout", message) from exc
         self.release()
         return sockets
+
+    def take_namespace(self) -> int | None:
+        """None: baton unprivileged cannot enter the namespace (its ports are not forwarded)."""
+        return None
 
     async def _receive(self, count: int) -> list[socket.socket]:
         loop = asyncio.get_running_loop()

@@ -15,6 +15,10 @@ but two proxies baton serves on the namespace's own loopback (:mod:`baton.sandbo
   (the run logs it as ``_baton/net``; a refused one is also a runner ``message`` with
   ``denied: true``).
 
+The run's ``BATON_PORT_BASE`` block (:attr:`SandboxNetwork.forward_ports`) is forwarded from the
+host's ``127.0.0.1`` into the namespace (:mod:`baton.sandbox.port_forward`), so a dev server
+the agent starts there is reachable from the host while the run lasts.
+
 :class:`NetworkPlan` is what a run asked for (pure data, in the sandbox plan);
 :class:`SandboxNetwork` serves it for one agent (and its workspace's setup step).
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +37,7 @@ from baton.errors import AgentError
 from baton.sandbox.connect_proxy import ConnectProxy
 from baton.sandbox.model_proxy import ModelProxy, ModelUpstream
 from baton.sandbox.netns import SANDBOX_PORTS, Door
+from baton.sandbox.port_forward import NamespaceSockets, PortForwarder
 from baton.sandbox.proxy_allow import AllowList, NetDecision
 from baton.sandbox.proxy_hooks import ModelObserver
 from baton.sandbox.proxy_listener import ProxyListener
@@ -107,6 +113,8 @@ class SandboxNetwork:
         self.observer = observer
         self.reporter: Reporter | None = None
         self.mcp_serve: McpServe | None = None  # set by the run before its agent starts, when it has MCP servers
+        self.forward_ports: tuple[int, ...] = ()  # the run's BATON_PORT_BASE block, forwarded from the host
+        self.forwarder: PortForwarder | None = None  # made by the first serve() with ports to forward
         self.decisions: list[NetDecision] = []  # reported before a reporter was set
         self._proxies: list[ProxyListener] = []
         self._closed = False
@@ -117,6 +125,7 @@ class SandboxNetwork:
             door.close()
             raise AgentError("sandbox_network_failed", "the sandbox's network is closed")
         model_sock, proxy_sock, mcp_sock = await door.listen(list(SANDBOX_PORTS))
+        await self._forward_into(door)
         model = ModelProxy(self.upstream, sock=model_sock, placeholder=self.placeholder, observer=self.observer)
         connect = ConnectProxy(self.plan.allow, report=self._report, sock=proxy_sock)
         try:
@@ -151,8 +160,24 @@ class SandboxNetwork:
         await task
         door.close()
 
+    async def _forward_into(self, door: Door) -> None:
+        """Point the host's ports at the namespace behind ``door`` (the newest: the agent's after
+        its setup's), listening on them first if this is the first namespace."""
+        namespace = door.take_namespace()
+        if not self.forward_ports or namespace is None:
+            if namespace is not None:
+                os.close(namespace)
+            return
+        if self.forwarder is None:
+            self.forwarder = PortForwarder(self.forward_ports)
+            await self.forwarder.start()
+        self.forwarder.target(NamespaceSockets(namespace))
+
     async def aclose(self) -> None:
         self._closed = True
+        forwarder, self.forwarder = self.forwarder, None
+        if forwarder is not None:
+            await forwarder.aclose()
         proxies, self._proxies = self._proxies, []
         for proxy in proxies:
             with contextlib.suppress(Exception):

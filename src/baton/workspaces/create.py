@@ -193,6 +193,8 @@ def setup_step(settings: Settings, record: WorkspaceRecord, run_id: str) -> tupl
     if script is None:
         return None, None
     if not is_trusted(settings, record.repo):
+        if settings.workspace_untrusted_setup == "ask":  # a gate shows the script first (untrusted_setup = "ask")
+            return SetupStep(cwd, "gate", script=script, env=env), None
         return None, f"{SETUP_FILE} not run: {record.repo} is not a trusted repository ([workspace] trusted)"
     return SetupStep(cwd, "trusted", script=script, env=env), None
 

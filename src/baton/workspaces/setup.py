@@ -11,6 +11,7 @@ output is logged as ``_baton/setup`` notes (``status`` ``started``, ``output`` l
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from baton.errors import AgentError, WorkspaceError
 from baton.sandbox.network import SandboxNetwork
 from baton.sandbox.plan import SandboxPlan
 from baton.sandbox.spawn import spawn_contained
-from baton.workspaces._git import git_text
+from baton.workspaces._git import git
 
 __all__ = ["SETUP_FILE", "SetupStep", "WorkspaceSetup", "read_setup_script", "run_setup", "skipped_hint"]
 
@@ -39,7 +40,9 @@ class SetupStep:
     ``.baton/setup``), in ``cwd``."""
 
     cwd: Path
-    source: str  # "option" (--setup) or "trusted" (.baton/setup of a trusted repository)
+    # "option" (--setup), "trusted" (.baton/setup of a trusted repository) or "gate" (of another
+    # repository, with [workspace] untrusted_setup = "ask": it runs only once a gate approves it)
+    source: str
     command: str | None = None
     script: str | None = None
     env: Mapping[str, str] | None = None
@@ -54,6 +57,15 @@ class SetupStep:
 
     def describe(self) -> dict[str, Any]:
         return {"source": self.source, "command": self.command if self.command is not None else SETUP_FILE}
+
+    @property
+    def gated(self) -> bool:
+        """The script runs only once a human approves it (baton.runs.setup_gate)."""
+        return self.source == "gate"
+
+    def sha256(self) -> str:
+        """The script's hash, as the gate shows it (the text that runs is exactly what it hashes)."""
+        return hashlib.sha256((self.script or self.command or "").encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -77,10 +89,14 @@ def skipped_hint(repo: str, config: Path) -> str:
 
 
 def read_setup_script(workspace: Path, commit: str | None) -> str | None:
-    """``.baton/setup`` as the base commit has it (never the working tree's), or None."""
+    """``.baton/setup`` as the base commit has it (never the working tree's), byte for byte (its
+    hash is the blob's content's: ``git show BASE:.baton/setup | sha256sum``), or None."""
     if commit is None:
         return None
-    return git_text(["show", f"{commit}:{SETUP_FILE}"], cwd=workspace)
+    try:
+        return git(["show", f"{commit}:{SETUP_FILE}"], cwd=workspace).decode(errors="replace")
+    except WorkspaceError:
+        return None
 
 
 async def run_setup(

@@ -100,7 +100,12 @@ function asked(gate) {
   if (gate.kind === "tool") {
     const input = gate.input || {};
     const shown = [];
-    if (typeof input.command === "string") {
+    if (gate.tool_name === "baton_setup") {
+      // The repository's .baton/setup (docs/workspaces.md "Setup"): approving runs exactly this text.
+      shown.push(h("p", {}, gate.summary || ""));
+      shown.push(h("p", { class: "muted" }, h("code", {}, String(input.path)), ` · sha256 ${input.sha256}`));
+      shown.push(h("pre", { class: "code setup-script" }, String(input.script || "")));
+    } else if (typeof input.command === "string") {
       shown.push(h("pre", { class: "command" }, "$ " + input.command));
     } else if (typeof input.file_path === "string" && (input.old_string !== undefined || input.content !== undefined)) {
       shown.push(h("p", {}, h("code", {}, input.file_path)));
@@ -162,7 +167,9 @@ function toolControls(card, gate) {
     buttons,
     gate.suggested_rule ? h("p", { class: "muted" }, "Always for this run allows ", h("code", {}, gate.suggested_rule)) : null,
     h("div", { class: "row" }, field("Reason (shown to the agent on deny)", reason), h("label", { class: "check" }, interrupt, " Interrupt the turn")),
-    h("details", {}, h("summary", {}, "Edit the input, then approve"), field("Input (JSON)", editor), editError, h("div", { class: "buttons" }, approveEdited)),
+    gate.tool_name === "baton_setup"
+      ? null // a setup script runs as shown or not at all: an edited one never runs
+      : h("details", {}, h("summary", {}, "Edit the input, then approve"), field("Input (JSON)", editor), editError, h("div", { class: "buttons" }, approveEdited)),
   ];
 }
 

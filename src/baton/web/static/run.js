@@ -300,7 +300,7 @@ class RunView {
     switch (event.type) {
       case "setup.started": {
         const state = h("span", { class: "tool-state" }, "running");
-        const head = h("div", { class: "ev-head" }, h("span", { class: "who" }, "Setup"), h("code", {}, data.command || ""), h("span", { class: "muted" }, data.source === "option" ? " (--setup)" : " (trusted repository)"), state);
+        const head = h("div", { class: "ev-head" }, h("span", { class: "who" }, "Setup"), h("code", {}, data.command || ""), h("span", { class: "muted" }, data.source === "option" ? " (--setup)" : data.source === "approved" ? " (approved at its gate)" : " (trusted repository)"), state);
         const output = h("pre", { class: "output setup-output", tabindex: "0" });
         this.setup = { node: this.item("setup", head, output), state, output };
         break;
