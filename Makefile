@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-stamp
 AGENTS_STAMP := agents/node_modules/.package-lock.json
+REFERENCE_STAMP := bench/reference/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 ONLY ?=
 
@@ -13,7 +14,7 @@ ONLY ?=
 # are installed): the venv with the `test` extra (moto's S3 server included), the pinned agents,
 # bwrap, Chromium (the web app's browser tests) and Postgres's binaries. The tests start their
 # own Postgres and S3 servers.
-setup: $(STAMP) $(AGENTS_STAMP) bwrap chromium postgres-deps
+setup: $(STAMP) $(AGENTS_STAMP) $(REFERENCE_STAMP) bwrap chromium postgres-deps
 
 # Debian's python3 makes no venv without its python3-venv package (ensurepip is left out).
 $(STAMP): pyproject.toml constraints.txt
@@ -35,6 +36,16 @@ $(AGENTS_STAMP): agents/package.json agents/package-lock.json
 	npm install --prefix agents --no-audit --no-fund --loglevel=error
 	! git rev-parse --git-dir >/dev/null 2>&1 || git diff --quiet -- agents/package-lock.json || { echo "setup: npm changed agents/package-lock.json" >&2; exit 1; }
 	touch $(AGENTS_STAMP)
+
+# The TypeScript reference `make bench` runs side by side (bench/_reference.py), pinned. Its
+# install scripts are not run: the benchmarks call its code, never its agents' binaries.
+$(REFERENCE_STAMP): bench/reference/package.json bench/reference/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; } || \
+		{ echo "setup: install node and npm to install the benchmarks' reference" >&2; exit 1; }
+	npm install --prefix bench/reference --ignore-scripts --no-audit --no-fund --loglevel=error
+	! git rev-parse --git-dir >/dev/null 2>&1 || git diff --quiet -- bench/reference/package-lock.json || { echo "setup: npm changed bench/reference/package-lock.json" >&2; exit 1; }
+	touch $(REFERENCE_STAMP)
 
 # baton contains every agent with bubblewrap (docs/sandbox.md; without it: containment_unavailable),
 # and Codex runs every command in a bubblewrap sandbox of its own.
@@ -85,4 +96,4 @@ constraints: setup
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache agents/node_modules
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache agents/node_modules bench/reference/node_modules

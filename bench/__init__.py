@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterable
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 __all__ = ["MODULES", "Metric", "median_seconds", "percentile"]
 
@@ -51,6 +51,9 @@ class Metric(TypedDict):
     target: float | None  # None: a figure reported, with no target (a scaling curve)
     better: Literal["higher", "lower"]
     reference: float | None
+    # True: ``reference`` was measured in this run on the same inputs (bench/_reference.py);
+    # False (the default :mod:`bench.__main__` writes): a fixed figure from a note.
+    reference_measured: NotRequired[bool]
 
 
 def median_seconds(

@@ -21,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_path)
         if args.only and args.only != module_name and args.only not in module.METRICS:
             continue
-        results.update(module.run())
+        for name, metric in module.run().items():
+            metric.setdefault("reference_measured", False)
+            results[name] = metric
     if not results:
         parser.error(f"no benchmark named {args.only!r}")
     _print_table(results)
@@ -44,6 +46,8 @@ def _print_table(results: dict[str, Metric]) -> None:
     for name, metric in results.items():
         sign = "≥" if metric["better"] == "higher" else "≤"
         reference = "-" if metric["reference"] is None else f"{metric['reference']:,.6g}"
+        if metric.get("reference_measured"):
+            reference += " (measured)"
         rows.append(
             (
                 name,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text as sql
 from tests.cli._baton_cli import invoke_in_process
 from tests.conftest import make_git_repo
 
@@ -130,10 +131,15 @@ def clone(source: Path, target: Path) -> Path:
 async def test_a_run_moves_to_another_home_and_repository_whole(tmp_path: Path, store_url: str) -> None:
     source = await make_source(tmp_path)
     out = tmp_path / "run.tar.gz"
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "on it"}}
     async with source.store:
+        async with SessionLog(source.store, Redactor()) as log:  # the agent's text, in chunk_text too
+            log.open_run(source.run_id)
+            log.append(source.run_id, "from_agent", "session/update", _note("session/update", {"update": chunk}))
+            await log.flush()
         exported = await export_run(source.store, source.settings, source.run_id, out)
         before = read_run_rows(source.store.engine, source.run_id)
-    assert exported.log_entries == 3 and exported.snapshots == 2 and exported.agent_home_files == 2
+    assert exported.log_entries == 4 and exported.snapshots == 2 and exported.agent_home_files == 2
     assert {"path": ".claude/.credentials.json", "reason": "secret"} in exported.skipped
     with tarfile.open(out) as tar:
         names = tar.getnames()
@@ -148,6 +154,9 @@ async def test_a_run_moves_to_another_home_and_repository_whole(tmp_path: Path, 
         result = await import_run(store, destination, out, repo=target)
         after = read_run_rows(store.engine, source.run_id)
         transitions = await store.list_transitions(source.run_id)
+        with store.engine.connect() as connection:  # not in the export: the import fills it
+            texts = connection.execute(sql("SELECT chunk_text FROM log_entries ORDER BY seq")).scalars().all()
+    assert texts == [None, None, None, "on it"]
     assert result.run_id == source.run_id and result.status == "interrupted" and result.snapshot_id == "s2"
     assert result.restored is not None and result.restored.base == "base_repo"
     assert (target / "one.txt").read_text() == "one\n" and (target / "src" / "app.py").read_text() == "v2\n"

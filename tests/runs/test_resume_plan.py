@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from tests.golden.build import EntryLog, build_sample
 
 from baton.config import Settings
@@ -30,7 +31,8 @@ from baton.runs.resume import (
     plan_resume,
     rebuilt_prompt,
 )
-from baton.store import Redactor, SessionLog, Store
+from baton.store import REDACTED, Redactor, SessionLog, Store
+from baton.store.tables import log_entries, runs
 
 SESSION = "sess-1"
 
@@ -387,6 +389,63 @@ async def test_a_conversation_rebuilt_from_the_store_equals_the_one_rebuilt_from
         state = await store.load_conversation_state(record.id)
         assert state is not None and state[1] == in_memory.to_dict()
         assert type(state[1]["calls"]["toolu_big"]["input"]["size"]) is int
+        log.close_run(record.id)
+
+
+def chunk_update(content: Any, *, kind: str = "agent_message_chunk", meta: Any = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": content}
+    if meta is not None:
+        update["_meta"] = meta
+    return update
+
+
+async def test_agent_chunks_read_by_their_stored_text_fold_as_their_payloads_do(store_url: str) -> None:
+    # A rebuild reads an agent chunk's text from log_entries.chunk_text, not its payload: every
+    # shape the fold treats differently (replayed, empty, not text, redacted) must agree.
+    text = {"type": "text", "text": "Let me look "}
+    replay = {"baton": {"replay": True}}
+    updates = [
+        chunk_update(text, meta={"baton": {"source": {"id": 2**64}}}),  # a big int in what is skipped
+        chunk_update({"type": "text", "text": "at canary-secret-1234 "}),  # stored redacted
+        chunk_update(text, meta=replay),  # replayed history: not folded
+        chunk_update({"type": "text", "text": ""}),
+        chunk_update({"type": "text", "text": 7}),
+        chunk_update("not an object"),
+        chunk_update({"type": "image", "data": "AAAA"}),
+        chunk_update({"type": "text", "text": "a user's chunk"}, kind="user_message_chunk"),
+        chunk_update({"type": "text", "text": "and fix it."}, meta={"baton": "not an object"}),
+    ]
+    payloads: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": update}}
+        for update in updates
+    ]
+    replayed_params = {"sessionId": SESSION, "update": chunk_update(text), "_meta": replay}
+    payloads.append({"jsonrpc": "2.0", "method": "session/update", "params": replayed_params})
+    payloads.append({"jsonrpc": "2.0", "method": "_baton/note", "params": {"update": chunk_update(text)}})
+    async with Store.open(store_url) as store, SessionLog(store, Redactor(["canary-secret-1234"])) as log:
+        record = await store.create_run(agent="claude")
+        log.open_run(record.id)
+        for payload in payloads:
+            log.append(record.id, "from_agent", payload["method"], payload)
+        await log.flush()
+        query = (
+            select(log_entries.c.chunk_text)
+            .join(runs, runs.c.run_key == log_entries.c.run_key)
+            .where(runs.c.id == record.id)
+            .order_by(log_entries.c.seq)
+        )
+        with store.engine.connect() as connection:
+            stored = list(connection.execute(query).scalars())
+        assert stored == ["Let me look ", f"at {REDACTED} ", *[None] * 6, "and fix it.", None, None]
+        from_store = await load_conversation(store, log, record.id)
+        in_memory = rebuild_conversation(await log.read(record.id))
+        in_memory.trim(resume.STATE_CHARS)
+        assert from_store.to_dict() == in_memory.to_dict()
+        assert [item.get("text") for item in from_store.view()] == [
+            f"Let me look at {REDACTED} ",
+            "a user's chunk",
+            "and fix it.",
+        ]
         log.close_run(record.id)
 
 

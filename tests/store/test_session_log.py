@@ -280,7 +280,7 @@ async def test_a_group_committed_twice_changes_nothing(store: Store, log: Sessio
     await log.flush()
     run = log._runs[run_id]
     again: deque[Queued] = deque(
-        ((run.run_key, seq, "2026-11-30T00:00:00.000Z", "baton", None, f'{{"again":{seq}}}'), run, {})
+        ((run.run_key, seq, "2026-11-30T00:00:00.000Z", "baton", None, f'{{"again":{seq}}}', None), run, {})
         for seq in (2, 3, 4, 5)
     )
     failures: list[BaseException] = []

@@ -11,6 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from baton.errors import RefusedError
+from baton.runs.conversation import rebuild_conversation
+from baton.runs.resume import load_conversation
 from baton.store import Redactor, SessionLog, Store
 from baton.store.engine import make_engine
 from baton.store.migrate import current_revision, declared_head, head_revision, upgrade
@@ -140,6 +142,45 @@ async def test_task_owners_kept_in_metadata_at_0002_move_to_the_owner_column(bla
         created = await store.create_task("q", owner="bob", metadata={"_baton_owner": "mallory"})
         again = await store.get_task(created.id)
         assert (again.owner, again.metadata) == ("bob", {"_baton_owner": "mallory"})
+
+
+async def test_agent_chunks_logged_at_0005_fold_from_their_payloads_at_head(blank_store_url: str) -> None:
+    # Before 0006 no chunk had its text beside its payload: a rebuild reads those payloads.
+    engine = make_engine(blank_store_url)
+    upgrade(engine, "0005")
+
+    def chunk(text: str) -> dict[str, object]:
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}
+
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO runs (run_key, id, agent, permission_mode, run_mode, status, created_at)"
+                " VALUES (4, 'run_old', 'claude', 'default', 'background', 'interrupted', '2026-11-01T00:00:00.000Z')"
+            )
+        )
+        for seq, words in enumerate(("Let me ", "look."), 1):
+            connection.execute(
+                text(
+                    "INSERT INTO log_entries (run_key, seq, ts, direction, method, payload)"
+                    " VALUES (4, :seq, '2026-11-01T00:00:00.000Z', 'from_agent', 'session/update', :payload)"
+                ),
+                {"seq": seq, "payload": json.dumps(chunk(words))},
+            )
+    engine.dispose()
+
+    async with Store.open(blank_store_url) as store, SessionLog(store, Redactor()) as log:
+        log.open_run("run_old")
+        log.append("run_old", "from_agent", "session/update", chunk(" Done."))
+        await log.flush()
+        with store.engine.connect() as connection:
+            stored = connection.execute(text("SELECT chunk_text FROM log_entries WHERE run_key = 4 ORDER BY seq"))
+            assert list(stored.scalars()) == [None, None, " Done."]
+        conversation = await load_conversation(store, log, "run_old")
+        assert [item.get("text") for item in conversation.view()] == ["Let me look. Done."]
+        assert conversation.to_dict() == rebuild_conversation(await log.read("run_old")).to_dict()
+        log.close_run("run_old")
 
 
 async def test_processes_opening_a_blank_database_at_once_all_succeed(blank_store_url: str) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy import Table
 
 from baton.acp.wire import decode_json
 from baton.errors import WorkspaceError
-from baton.store.records import RUN_MODES, RUN_STATUSES
+from baton.store.records import RUN_MODES, RUN_STATUSES, chunk_text
 from baton.store.tables import run_transitions, runs, snapshots
 
 __all__ = [
@@ -87,11 +87,19 @@ def log_row(value: Any, expected: int) -> dict[str, Any]:
     if seq != expected:
         raise unsafe(f"the export's log is not numbered 1, 2, 3 … (entry {expected} has seq {seq})")
     payload, direction, method = value.get("payload"), value.get("direction"), value.get("method")
-    if not isinstance(payload, str) or not isinstance(parse_json(payload.encode(), "a log payload"), dict):
+    parsed = parse_json(payload.encode(), "a log payload") if isinstance(payload, str) else None
+    if not isinstance(parsed, dict):
         raise unsafe(f"log entry {seq}'s payload is not a JSON object")
     if direction not in _DIRECTIONS or not (method is None or isinstance(method, str)):
         raise unsafe(f"log entry {seq} has an unknown direction or method")
-    return {"seq": seq, "ts": str(value.get("ts")), "direction": direction, "method": method, "payload": payload}
+    return {
+        "seq": seq,
+        "ts": str(value.get("ts")),
+        "direction": direction,
+        "method": method,
+        "payload": payload,
+        "chunk_text": chunk_text(method, parsed),  # not in the export: the importing store's
+    }
 
 
 def snapshot_row(value: Any, archives: Mapping[str, Path]) -> dict[str, Any]:

@@ -107,7 +107,9 @@ async def load_conversation(store: Store, log: SessionLog, run_id: str) -> Conve
         else:
             conversation = Conversation()
     start = conversation.upto_seq
-    while page := await log.read_lazily(run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE):
+    while page := await log.read_lazily(
+        run_id, after=conversation.upto_seq, until=conversation.upto_seq + _PAGE, chunks_as_text=True
+    ):
         # Decoded and folded off the event loop: a page of a long run is ~50 ms of CPU.
         await asyncio.to_thread(conversation.apply, page)
     if conversation.upto_seq > start or stored is None:

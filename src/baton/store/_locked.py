@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from baton.errors import NotFoundError
 from baton.events.entry import Direction, utc_timestamp
 from baton.store._gates import deny_pending
-from baton.store.records import TERMINAL_STATUSES, GateRecord, RunRecord
+from baton.store.records import TERMINAL_STATUSES, GateRecord, RunRecord, chunk_text
 from baton.store.redact import Redactor
 from baton.store.tables import inbox, log_entries, run_transitions, runs
 from baton.store.transitions import check_transition
@@ -102,10 +102,10 @@ class LockedRun:
             self._next_seq = int(last) + 1
         seq = self._next_seq
         self._next_seq += 1
-        text, _ = self._redactor.redact_json(payload)
+        text, redacted = self._redactor.redact_json(payload)
         self._rows.append(
             {"run_key": self.run_key, "seq": seq, "ts": utc_timestamp(), "direction": direction, "method": method,
-             "payload": text}
+             "payload": text, "chunk_text": chunk_text(method, redacted)}
         )  # fmt: skip
         return seq
 

@@ -48,6 +48,7 @@ from baton.store._writer import (
     read_stored,
     run_position,
 )
+from baton.store.records import chunk_text
 from baton.store.redact import Redactor
 from baton.store.storage_errors import in_thread
 from baton.store.store import Store
@@ -170,7 +171,8 @@ class SessionLog:
         run.next_seq = seq + 1
         now_ms = time.time_ns() // 1_000_000
         ts = self._ts if now_ms == self._ts_ms else self._new_timestamp(now_ms)
-        self._queue.append(((run.run_key, seq, ts, direction, method, text), run, redacted))
+        chunk = chunk_text(method, redacted) if method == "session/update" else None
+        self._queue.append(((run.run_key, seq, ts, direction, method, text, chunk), run, redacted))
         self._queued_total += 1
         if not self._wake.is_set():
             self._wake.set()
@@ -223,14 +225,20 @@ class SessionLog:
         run_key = await self._run_key(run_id)
         return await in_thread(last_params, self._store.engine, run_key, method)
 
-    async def read_lazily(self, run_id: str, after: int = 0, until: int | None = None) -> StoredEntries:
+    async def read_lazily(
+        self, run_id: str, after: int = 0, until: int | None = None, *, chunks_as_text: bool = False
+    ) -> StoredEntries:
         """The entries :meth:`read` returns, each payload decoded only as the result is iterated.
 
         For a fold over a long log that keeps little of each entry (the conversation): the
-        decoded entries then die one by one instead of a page at a time.
+        decoded entries then die one by one instead of a page at a time. ``chunks_as_text``:
+        an agent_message_chunk's payload is only what the conversation reads of it (its
+        ``sessionUpdate`` and ``content.text``, from the ``chunk_text`` column, no decoding).
         """
         run_key = await self._run_key(run_id)
-        return await in_thread(read_stored, self._store.engine, run_id, run_key, after, until)
+        return await in_thread(
+            read_stored, self._store.engine, run_id, run_key, after, until, chunks_as_text=chunks_as_text
+        )
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[LogEntry, None]:
         """Committed entries with ``seq > after``: the stored ones, then live ones as they commit.

@@ -26,6 +26,7 @@ __all__ = [
     "RunStatus",
     "TaskRecord",
     "Transition",
+    "chunk_text",
     "new_gate_id",
     "new_run_id",
     "new_task_id",
@@ -233,3 +234,33 @@ class GateRecord:
             body["decided_by"] = self.decided_by
             body["decided_at"] = self.decided_at
         return body
+
+
+def chunk_text(method: str | None, payload: dict[str, Any]) -> str | None:
+    """The ``log_entries.chunk_text`` column of an entry: the text of an agent_message_chunk that
+    :meth:`baton.runs.conversation.Conversation.apply` folds (not replayed, a non-empty string),
+    None for every other entry. A rebuild reads the text instead of decoding the payload, so
+    this says exactly what the fold would take from the payload (tests/runs/test_conversation.py).
+    Written by every writer of ``log_entries`` (the session log, a locked run, an import).
+    """
+    if method != "session/update":
+        return None
+    params = payload.get("params")
+    if type(params) is not dict:
+        return None
+    update = params.get("update")
+    if type(update) is not dict or update.get("sessionUpdate") != "agent_message_chunk":
+        return None
+    if _replayed(params) or _replayed(update):
+        return None
+    content = update.get("content")
+    text = content.get("text") if type(content) is dict else None
+    return text if type(text) is str and text else None
+
+
+def _replayed(holder: dict[str, Any]) -> bool:
+    meta = holder.get("_meta")
+    if not meta or type(meta) is not dict:
+        return False
+    baton = meta.get("baton")
+    return type(baton) is dict and baton.get("replay") is True

@@ -111,6 +111,9 @@ log_entries = Table(
     Column("direction", Text, nullable=False),
     Column("method", Text),
     Column("payload", Text, nullable=False),
+    # An agent_message_chunk's text, as Conversation folds it (baton.store._writer.chunk_text),
+    # so that a rebuild need not decode the payload; NULL for every other entry (migration 0006).
+    Column("chunk_text", Text),
 )
 
 runner_events = Table(

@@ -197,7 +197,9 @@ def insert_run_rows(engine: Engine, head: RunHead, pages: Iterable[tuple[str, Pa
             driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
             for name, rows in pages:
                 if name == "log":
-                    values = [(run_key, *(row[column] for column in _LOG_COLUMNS)) for row in rows]
+                    values = [
+                        (run_key, *(row[column] for column in _LOG_COLUMNS), row.get("chunk_text")) for row in rows
+                    ]
                     try:
                         log_insert(connection, values, retry=False)
                     except driver_error as exc:  # the driver's own cursor: wrapped as SQLAlchemy would
