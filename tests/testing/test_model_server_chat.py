@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from baton.testing import ScriptedModelServer
+from baton.testing import Scenario, ScriptedModelServer
 from baton.testing._chat import read_conversation
 
 TOOLS = [
@@ -123,3 +123,43 @@ def test_an_injected_failure_is_an_openai_error() -> None:
         status, answer = post(server, body(called("c1", "run_shell_command"), result("c1", "step1"), stream=False))
     assert status == 500
     assert answer["error"]["type"] == "server_error" and answer["error"]["message"]
+
+
+def _schema(*properties: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {name: {"type": "string"} for name in properties}}
+
+
+# Copilot CLI's functions (1.0.102): its file tools take ``path`` and their own argument names.
+COPILOT_TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": _schema(*properties)}}
+    for name, properties in (
+        ("bash", ("command", "description", "mode", "shellId")),
+        ("view", ("path", "view_range")),
+        ("create", ("path", "file_text")),
+        ("edit", ("path", "old_str", "new_str")),
+        ("grep", ("pattern", "paths", "output_mode")),
+    )
+]
+
+
+def test_copilots_functions_get_their_own_argument_names() -> None:
+    steps = [
+        {"tools": [{"name": "Read", "input": {"file_path": "/srv/work/README.md"}}]},
+        {"tools": [{"name": "Write", "input": {"file_path": "/srv/work/new.txt", "content": "new\n"}}]},
+        {"tools": [{"name": "Edit", "input": {"file_path": "/srv/work/a", "old_string": "x", "new_string": "y"}}]},
+        {"tools": [{"name": "Grep", "input": {"pattern": "root", "path": "/etc/passwd", "output_mode": "count"}}]},
+    ]
+    scenario = Scenario.from_dict({"steps": steps, "final_text": "done"}, name="copilot")
+    expected = [
+        ("view", {"path": "/srv/work/README.md"}),
+        ("create", {"path": "/srv/work/new.txt", "file_text": "new\n"}),
+        ("edit", {"path": "/srv/work/a", "old_str": "x", "new_str": "y"}),
+        ("grep", {"pattern": "root", "paths": "/etc/passwd"}),
+    ]
+    with ScriptedModelServer(scenario) as server:
+        extra: list[dict[str, Any]] = []
+        for index, (name, arguments) in enumerate(expected):
+            _, answer = post(server, {**body(*extra, stream=False), "tools": COPILOT_TOOLS})
+            [call] = answer["choices"][0]["message"]["tool_calls"]
+            assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (name, arguments)
+            extra += [called(f"c{index}", name), result(f"c{index}", "ok")]

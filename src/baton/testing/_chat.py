@@ -8,9 +8,10 @@ them (docs/scenarios.md): the first of the candidate names below that is among t
 ``tools``, else the scenario's own name with its input as arguments:
 
 - ``Bash {command}`` → ``run_shell_command {command, description}`` (Qwen Code);
-- ``Read {file_path}`` → ``read_file {file_path}``;
-- ``Write {file_path, content}`` → ``write_file {file_path, content}``;
-- ``Edit {file_path, old_string, new_string}`` → ``edit`` (Qwen Code) or ``replace``;
+- ``Read {file_path}`` → ``read_file {file_path}``, or ``view {path}`` (Copilot CLI);
+- ``Write {file_path, content}`` → ``write_file {file_path, content}``, or ``create {path, file_text}``;
+- ``Edit {file_path, old_string, new_string}`` → ``edit`` (Qwen Code; Copilot CLI's takes
+  ``{path, old_str, new_str}``) or ``replace``;
 - ``Glob`` / ``Grep {pattern, path}`` → ``glob`` / ``grep_search``;
 
 a mapped call keeps only the arguments the offered function declares (``parameters.properties``).
@@ -47,8 +48,8 @@ _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 # Claude's tool → the functions an agent may offer for it, in order of preference.
 _CANDIDATES: dict[str, tuple[str, ...]] = {
     "Bash": ("run_shell_command", "bash", "shell"),
-    "Read": ("read_file",),
-    "Write": ("write_file",),
+    "Read": ("read_file", "view"),
+    "Write": ("write_file", "create"),
     "Edit": ("edit", "replace", "search_replace"),
     "Glob": ("glob",),
     "Grep": ("grep_search", "grep"),
@@ -146,6 +147,12 @@ def _function(block: ToolCall, offered: dict[str, Any]) -> tuple[str, dict[str, 
         args = {key: args[key] for key in ("pattern", "path", "glob") if key in args}
     schema = offered.get(name)
     properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict) and "path" in properties and "file_path" not in properties:
+        # Copilot CLI's view / create / edit: {path}, {path, file_text}, {path, old_str, new_str}.
+        renames = {"file_path": "path", "content": "file_text", "old_string": "old_str", "new_string": "new_str"}
+        args = {renames.get(key, key): value for key, value in args.items()}
+    if isinstance(properties, dict) and "paths" in properties and "path" not in properties and "path" in args:
+        args["paths"] = args.pop("path")  # Copilot CLI's grep
     if isinstance(properties, dict) and properties and name != block.name:
         # A mapped call keeps only what the function declares (Vibe's bash takes no description).
         args = {key: value for key, value in args.items() if key in properties}
