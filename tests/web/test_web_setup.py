@@ -39,7 +39,7 @@ def test_the_run_page_shows_the_setup_and_its_output(
     expect(block.locator(".tool-state")).to_contain_text("done")
     expect(block).to_have_class("ev ev-setup ok")
     # before the task starts
-    classes = page.locator("ol.events > li").evaluate_all("nodes => nodes.map(node => node.className)")
+    classes = page.locator("ol.events li.ev").evaluate_all("nodes => nodes.map(node => node.className)")
     assert classes.index("ev ev-setup ok") < classes.index("ev ev-meta"), classes
     shot(page, "run-setup-1280")
 
