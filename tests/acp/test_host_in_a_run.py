@@ -7,6 +7,7 @@ the gate ``cancelled``, is answered -32800, and the run goes on to finish.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,14 @@ async def test_a_withdrawn_request_denies_its_own_gate_only(
     monkeypatch.setitem(AGENTS, entry.name, entry)
     configured = replace(settings, openai_api_key="sk-unused-by-the-script-agent")
     spec = RunSpec(prompt="withdraw one", repo=repo, agent=entry.name, run_mode="interactive")
+
+    def opened_for(call_id: str) -> Callable[[LogEntry], bool]:
+        return lambda e: e["method"] == "_baton/gate_opened" and e["payload"]["params"]["tool_call_id"] == call_id
+
     async with Baton(configured) as baton:
         handle = await baton.start(spec)
+        # Both gates opened (the withdrawal may come before the plan's gate opens), the first resolved.
+        await first_entry(baton.entries(handle.run_id), opened_for("kept-1"))
         await first_entry(baton.entries(handle.run_id), lambda e: e["method"] == "_baton/gate_resolved")
         pending = await baton.gates(run_id=handle.run_id, status="pending")
         assert [g.record.tool_call_id for g in pending] == ["kept-1"]
