@@ -1,4 +1,5 @@
-"""MCP servers with the other pinned agents (codex-acp, Gemini CLI, OpenCode, claude-agent-acp),
+"""MCP servers with the other pinned agents (codex-acp, Gemini CLI, OpenCode, claude-agent-acp,
+Qwen Code, Kilo Code),
 the real programs against the scripted model server (``mcp-agents.yaml``, each tool named as the
 request offers it): each offers ``mcpCapabilities.http``, calls the test server through baton's
 proxy, which allows ``echo`` and denies ``token``; each also asks its own permission for every MCP
@@ -26,7 +27,7 @@ SCENARIO = str(Path(__file__).with_name("mcp-agents.yaml"))
 ANTHROPIC_KEY = "sk-scripted-anthropic-key-0123456789abcdef"
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini", "opencode", "claude-acp"])
+@pytest.mark.parametrize("agent", ["codex", "gemini", "opencode", "claude-acp", "qwen", "kilo"])
 async def test_the_agent_calls_an_allowed_tool_and_a_denied_one_decided_once_by_the_proxy(
     mcp_settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch, agent: str
 ) -> None:
@@ -101,6 +102,13 @@ SERVERS = frozenset({"t", "t_x"})
         ("opencode", {"kind": "other", "title": "t_echo"}, ("t", "echo")),
         ("opencode", {"kind": "other", "title": "webfetch"}, None),
         ("opencode", {"kind": "execute", "title": "t_echo"}, None),
+        ("qwen", {"kind": "other", "title": '{"text":"hi"}', "_meta": {"toolName": "mcp__t__echo"}}, ("t", "echo")),
+        ("qwen", {"kind": "other", "title": "{}", "_meta": {"toolName": "mcp__u__echo"}}, None),
+        ("qwen", {"kind": "execute", "title": "echo", "_meta": {"toolName": "mcp__t__echo"}}, None),
+        ("qwen", {"kind": "other", "title": "mcp__t__echo"}, None),
+        ("kilo", {"kind": "other", "title": "t_x_echo"}, ("t_x", "echo")),
+        ("kilo", {"kind": "other", "title": "webfetch"}, None),
+        ("kilo", {"kind": "execute", "title": "t_echo"}, None),
         ("claude-acp", {"kind": "other", "title": "mcp__t__echo"}, ("t", "echo")),
         ("claude-acp", {"kind": "other", "title": "mcp__u__echo"}, None),
         ("claude-acp", {"kind": "execute", "title": "Bash"}, None),

@@ -163,3 +163,18 @@ def test_copilots_functions_get_their_own_argument_names() -> None:
             [call] = answer["choices"][0]["message"]["tool_calls"]
             assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (name, arguments)
             extra += [called(f"c{index}", name), result(f"c{index}", "ok")]
+
+
+@pytest.mark.parametrize(
+    ("offered", "sent"), [("mcp__t__echo", "mcp__t__echo"), ("t_echo", "t_echo"), (None, "mcp__t__echo")]
+)
+def test_an_mcp_tool_is_named_as_the_request_offers_it(offered: str | None, sent: str) -> None:
+    # Qwen Code offers ``mcp__t__echo``; an OpenCode-like agent ``t_echo``; not offered: sent as named.
+    step = {"tools": [{"name": "mcp__t__echo", "input": {"text": "hi"}}]}
+    scenario = Scenario.from_dict({"steps": [step], "final_text": "done"}, name="mcp")
+    tools = [{"type": "function", "function": {"name": offered, "parameters": _schema("other")}}] if offered else []
+    with ScriptedModelServer(scenario) as server:
+        _, answer = post(server, {**body(stream=False), "tools": TOOLS + tools})
+    [call] = answer["choices"][0]["message"]["tool_calls"]
+    # Its input unchanged, even where the offered schema declares other arguments.
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (sent, {"text": "hi"})

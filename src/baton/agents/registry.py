@@ -67,6 +67,7 @@ __all__ = [
     "gemini_tool_calls",
     "get_agent",
     "qwen_annotation",
+    "qwen_mcp_call",
     "qwen_tool_calls",
 ]
 
@@ -693,6 +694,15 @@ def qwen_tool_calls(tool_call_id: str, kind: str | None, raw: dict[str, Any]) ->
     return [ToolCall(f"qwen:{kind or 'other'}", dict(raw), tool_call_id, kind)]
 
 
+def qwen_mcp_call(tool_call: dict[str, Any], servers: frozenset[str]) -> tuple[str, str] | None:
+    """Qwen Code's request for an MCP tool: kind ``other``, ``_meta.toolName`` ``mcp__SERVER__TOOL``
+    (the title is the call's arguments as JSON)."""
+    meta = tool_call.get("_meta")
+    if tool_call.get("kind") != "other" or not isinstance(meta, dict):
+        return None
+    return named_mcp_call(str(meta.get("toolName") or ""), servers)
+
+
 def qwen_annotation(tool_call: dict[str, Any]) -> dict[str, Any]:
     """``_meta.baton`` fields for a Qwen Code tool call or update: ``tool_name`` from its own
     ``_meta.toolName`` (its tool → baton's); for a finished write or edit ``change`` (``add`` where
@@ -749,6 +759,7 @@ QWEN = AgentEntry(
     bound_input=claude_acp_bound_input,
     settings=(_QWEN_ASK_ALL,),
     tool_calls=qwen_tool_calls,
+    mcp_call=qwen_mcp_call,
     launch=qwen_command,
     annotation=qwen_annotation,
     instruction_files=("QWEN.md", "AGENTS.md"),
@@ -786,6 +797,7 @@ KILO = AgentEntry(
     bound_input=acp_bound_input,
     settings=(_KILO_ASK_ALL,),
     tool_calls=acp_tool_calls,
+    mcp_call=opencode_mcp_call,  # OpenCode's shape: kind ``other``, title ``SERVER_TOOL``, rawInput empty
     launch=kilo_command,
     provider="anthropic",
     annotation=opencode_annotation,

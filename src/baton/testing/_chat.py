@@ -14,7 +14,9 @@ them (docs/scenarios.md): the first of the candidate names below that is among t
   ``{path, old_str, new_str}``) or ``replace``;
 - ``Glob`` / ``Grep {pattern, path}`` → ``glob`` / ``grep_search``;
 
-a mapped call keeps only the arguments the offered function declares (``parameters.properties``).
+a mapped call keeps only the arguments the offered function declares (``parameters.properties``);
+an MCP tool ``mcp__SERVER__TOOL`` becomes the name the request offers it by (``offered_mcp_tool``),
+its input unchanged.
 
 A user message's text parts that are the agent's own context (``<system-reminder>`` …) are
 not prompts; the working directory is read from the context ("working in the directory: …").
@@ -30,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from baton.testing._scenario import Failure, TextBlock, ToolCall
-from baton.testing._selection import Conversation, Reply
+from baton.testing._selection import Conversation, Reply, offered_mcp_tool
 
 __all__ = ["CHAT_PATHS", "error_body", "read_conversation", "response_json", "sse_events"]
 
@@ -134,6 +136,9 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
 
 def _function(block: ToolCall, offered: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     args = dict(block.input)
+    mcp = offered_mcp_tool(block.name, {(None, offer) for offer in offered})
+    if mcp is not None:  # an MCP tool ``mcp__SERVER__TOOL``, named as the request offers it
+        return mcp[1], args
     name = next((candidate for candidate in _CANDIDATES.get(block.name, ()) if candidate in offered), block.name)
     if block.name == "Bash":
         args = {"command": str(args.get("command", "")), "description": str(args.get("description", "run"))}
