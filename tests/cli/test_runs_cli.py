@@ -83,6 +83,8 @@ def test_runs_json_gives_design_run_objects_with_dead_executors_as_interrupted(
         "created_at",
         "finished_at",
         "total_cost_usd",
+        "error_code",
+        "error_message",
         "repo",
         "workspace",
     }

@@ -11,7 +11,7 @@ from sqlalchemy import inspect, text
 from baton.store import Store
 from baton.store.deliveries import Deliveries
 from baton.store.engine import make_engine
-from baton.store.migrate import current_revision, upgrade
+from baton.store.migrate import current_revision, head_revision, upgrade
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,7 +43,7 @@ async def test_a_store_at_0004_gains_deliveries_and_its_rows_are_read(blank_stor
 
     store = Store.open(blank_store_url)
     try:
-        assert current_revision(store.engine) == "0005"
+        assert current_revision(store.engine) == head_revision()  # 0005 and every later one
         tables = set(inspect(store.engine).get_table_names())
         assert {"webhook_deliveries", "webhook_cursor"} <= tables
         indexes = {index["name"] for index in inspect(store.engine).get_indexes("gates")}

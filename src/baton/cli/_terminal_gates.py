@@ -42,7 +42,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from baton.errors import BatonError
-from baton.runs.setup_gate import SETUP_TOOL
 
 if TYPE_CHECKING:
     from baton.gates.handles import Gate
@@ -146,6 +145,7 @@ class TerminalGates:
 
     async def _tool(self, gate: Gate) -> GateRecord | None:
         from baton.gates.ledger import suggested_rule
+        from baton.runs.setup_gate import SETUP_TOOL
 
         record = gate.record
         always = suggested_rule(record) is not None
@@ -175,6 +175,7 @@ class TerminalGates:
 
     def _show_tool(self, gate: GateRecord) -> None:
         from baton.gates.ledger import suggested_rule
+        from baton.runs.setup_gate import SETUP_TOOL
 
         data = gate.input or {}
         self._console.print(f"[yellow]? gate[/] {escape(gate.id)} · {escape(gate.tool_name or 'tool')}")
