@@ -32,7 +32,10 @@ async def test_handles_decide_every_kind(settings: Settings) -> None:
                                      bound_input_hash="h3", input={"command": "rm -rf build"})  # fmt: skip
 
         pending = await baton.gates(status="pending")
-        assert [g.id for g in pending] == [tool.id, question.id, plan.id, limit.id, other.id]
+        # Oldest first; two gates opened within the same millisecond are ordered by id.
+        opened = sorted([tool, question, plan, limit, other], key=lambda g: (g.created_at, g.id))
+        assert [g.id for g in pending] == [g.id for g in opened]
+        pending = sorted(pending, key=lambda g: [tool.id, question.id, plan.id, limit.id, other.id].index(g.id))
         assert [g.id for g in await baton.gates(run_id=runs[0])] == [tool.id]
         handle = pending[0]
         assert handle.kind == "tool" and handle.to_json() == tool.to_json() and "Bash: npm test" in repr(handle)
