@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -91,40 +91,21 @@ def gc_command(
         _gc_runs(older_than, dry_run=dry_run, force=force, json_output=json_output)
         return
 
-    async def collected() -> dict[str, object]:
-        seconds = parse_duration(older_than) if older_than is not None else None
-        async with Runs(Settings.load()) as runs:
-            return (await runs.collect_workspaces(older_than=seconds, dry_run=dry_run, force=force)).to_json()
-
-    try:
-        result = asyncio.run(collected())
-    except BatonError as exc:
-        raise typer.Exit(report_error(exc, json_output)) from None
-    if json_output:
-        sys.stdout.write(json.dumps(result) + "\n")
+    result = _collected("workspaces", older_than, dry_run=dry_run, force=force, json_output=json_output)
+    if result is None:
         return
     verb = "would remove" if dry_run else "removed"
-    for entry in result["removed"]:  # type: ignore[attr-defined]
+    for entry in result["removed"]:
         sys.stdout.write(f"{verb} {entry['path']} ({entry['run_id'] or 'no run'}, {_size(entry['size_bytes'])})\n")
-    for entry in result["kept"]:  # type: ignore[attr-defined]
+    for entry in result["kept"]:
         sys.stdout.write(f"kept {entry['path']}: {entry['reason']}\n")
-    sys.stdout.write(f"{verb} {len(result['removed'])} workspace(s), {_size(int(str(result['freed_bytes'])))}\n")  # type: ignore[arg-type]
+    sys.stdout.write(f"{verb} {len(result['removed'])} workspace(s), {_size(int(result['freed_bytes']))}\n")
 
 
 def _gc_runs(older_than: str | None, *, dry_run: bool, force: bool, json_output: bool) -> None:
     """``baton gc --runs``: retention for whole runs (baton.workspaces.removal.collect_runs)."""
-
-    async def collected() -> dict[str, Any]:
-        seconds = parse_duration(older_than) if older_than is not None else None
-        async with Runs(Settings.load()) as runs:
-            return (await runs.collect_runs(older_than=seconds, dry_run=dry_run, force=force)).to_json()
-
-    try:
-        result = asyncio.run(collected())
-    except BatonError as exc:
-        raise typer.Exit(report_error(exc, json_output)) from None
-    if json_output:
-        sys.stdout.write(json.dumps(result) + "\n")
+    result = _collected("runs", older_than, dry_run=dry_run, force=force, json_output=json_output)
+    if result is None:
         return
     verb = "would remove" if dry_run else "removed"
     for entry in result["removed"]:
@@ -135,6 +116,27 @@ def _gc_runs(older_than: str | None, *, dry_run: bool, force: bool, json_output:
     for entry in result["kept"]:
         sys.stdout.write(f"kept run {entry['run_id']}: {entry['reason']}\n")
     sys.stdout.write(f"{verb} {len(result['removed'])} run(s), kept {len(result['kept'])}\n")
+
+
+def _collected(
+    what: Literal["workspaces", "runs"], older_than: str | None, *, dry_run: bool, force: bool, json_output: bool
+) -> dict[str, Any] | None:
+    """What ``baton gc`` removed (or would) of ``what``; None once written as JSON."""
+
+    async def collected() -> dict[str, Any]:
+        seconds = parse_duration(older_than) if older_than is not None else None
+        async with Runs(Settings.load()) as runs:
+            collect = runs.collect_runs if what == "runs" else runs.collect_workspaces
+            return (await collect(older_than=seconds, dry_run=dry_run, force=force)).to_json()
+
+    try:
+        result = asyncio.run(collected())
+    except BatonError as exc:
+        raise typer.Exit(report_error(exc, json_output)) from None
+    if json_output:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return None
+    return result
 
 
 @app.command("rm")
