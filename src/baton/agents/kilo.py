@@ -22,7 +22,7 @@ from pathlib import Path
 
 from baton.agents.opencode import OpenCodeSetting, opencode_config, write_opencode_instructions
 from baton.agents.processes import RUN_ID_VARIABLE
-from baton.agents.recipe import allowed_environment, native_setting, npm_arch
+from baton.agents.recipe import allowed_environment, home_environment, native_setting, npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 
 __all__ = ["kilo_binary", "kilo_command", "kilo_config"]
@@ -50,11 +50,7 @@ def kilo_command(context: LaunchContext, executable: Path) -> AgentCommand:
     env = allowed_environment(context.parent, context.passthrough)
     env.update(
         {
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_DATA_HOME": str(home / "data"),
-            "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_STATE_HOME": str(home / "state"),
+            **home_environment(home),
             "ANTHROPIC_API_KEY": context.api_key,
             "KILO_CONFIG_CONTENT": json.dumps(kilo_config(setting, context.base_url, context.model, instructions)),
             "KILO_DISABLE_AUTOUPDATE": "1",

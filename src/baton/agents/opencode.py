@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from baton.agents.processes import RUN_ID_VARIABLE
-from baton.agents.recipe import allowed_environment, native_setting, npm_arch
+from baton.agents.recipe import allowed_environment, home_environment, native_setting, npm_arch
 from baton.agents.subprocess import AgentCommand, LaunchContext
 
 __all__ = [
@@ -134,11 +134,7 @@ def opencode_command(context: LaunchContext, executable: Path) -> AgentCommand:
     env = allowed_environment(context.parent, context.passthrough)
     env.update(
         {
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_DATA_HOME": str(home / "data"),
-            "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_STATE_HOME": str(home / "state"),
+            **home_environment(home),
             "ANTHROPIC_API_KEY": context.api_key,
             "OPENCODE_CONFIG_CONTENT": json.dumps(
                 opencode_config(setting, context.base_url, context.model, instructions)

@@ -1,18 +1,26 @@
-"""What the launch recipes of subprocess agents share: the allow-listed environment, the run's
-native setting of the right type, ``node`` for JavaScript agents, the platform of npm's native
-binary packages."""
+"""What the launch recipes of subprocess agents share: the allow-listed environment, a home of
+the agent's own, the run's native setting of the right type, ``node`` for JavaScript agents, the
+platform of npm's native binary packages."""
 
 from __future__ import annotations
 
 import platform
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TypeVar
 
 from baton.agents.subprocess import LaunchContext
 from baton.errors import AgentError
 
-__all__ = ["SYSTEM_VARIABLES", "allowed_environment", "native_setting", "node_program", "npm_arch"]
+__all__ = [
+    "SYSTEM_VARIABLES",
+    "allowed_environment",
+    "home_environment",
+    "native_setting",
+    "node_program",
+    "npm_arch",
+]
 
 SYSTEM_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
@@ -22,6 +30,18 @@ _Setting = TypeVar("_Setting")
 def allowed_environment(parent: Mapping[str, str], passthrough: tuple[str, ...], *names: str) -> dict[str, str]:
     """The variables of ``parent`` an agent may see: the system ones, ``names`` and the configured passthrough."""
     return {name: parent[name] for name in (*SYSTEM_VARIABLES, *names, *passthrough) if name in parent}
+
+
+def home_environment(home: Path) -> dict[str, str]:
+    """``HOME`` and the XDG base directories, all inside ``home`` (the run's agent home), so the
+    agent reads and writes no configuration, data, cache or state of the user's."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_STATE_HOME": str(home / "state"),
+    }
 
 
 def native_setting(context: LaunchContext, kind: type[_Setting], agent: str) -> _Setting:
