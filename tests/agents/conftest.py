@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import make_git_repo
+from tests.runs.test_gates_claude import decide, next_gate
 
 from baton.agents.registry import AGENTS, AgentEntry, NativeSetting, codex_bound_input, codex_tool_calls
 from baton.agents.subprocess import AgentCommand, LaunchContext
@@ -105,6 +106,29 @@ async def run_write_and_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, age
             monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
             monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
         return await run_to_end(*_write_and_run(tmp_path / agent, agent, server))
+
+
+async def gated_run(
+    settings: Settings, repo: Path, agent: str, decision: dict[str, Any]
+) -> tuple[RunOutcome, list[LogEntry]]:
+    """``needs-approval`` run by ``agent``: its one gate (Bash, with a bound input hash) decided with
+    ``decision`` (``decide``'s body); the outcome and the log."""
+    with ScriptedModelServer("needs-approval") as server:
+        configured = replace(
+            settings,
+            openai_base_url=server.base_url,
+            openai_api_key=OPENAI_KEY,
+            anthropic_base_url=server.base_url,
+            anthropic_api_key=ANTHROPIC_KEY,
+            model_max_retries=0,
+        )
+        async with Baton(configured) as baton:
+            handle = await baton.start(RunSpec(prompt="go", repo=repo, agent=agent))
+            gate = await next_gate(baton.store, handle.run_id, within=60)
+            assert gate.tool_name == "Bash" and gate.bound_input_hash is not None
+            await decide(baton.store, gate, **decision)
+            outcome = await handle.wait()
+            return outcome, await baton.log.read(handle.run_id)
 
 
 async def first_entry(entries: AsyncIterator[LogEntry], matches: Callable[[LogEntry], bool]) -> LogEntry:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.agents.conftest import scripted_openai
+from tests.agents.conftest import gated_run, scripted_openai
 from tests.runs.test_gates_claude import answers, decide, next_gate, params_of
 
 from baton.agents.processes import run_process_ids
@@ -22,19 +21,8 @@ from baton.runs import Baton, RunSpec
 pytestmark = pytest.mark.timeout(120)
 
 
-async def _gated(settings: Settings, repo: Path, body: dict[str, Any]) -> tuple[Any, list[Any]]:
-    with scripted_openai(settings, "needs-approval") as (configured, _):
-        async with Baton(configured) as baton:
-            handle = await baton.start(RunSpec(prompt="go", repo=repo, agent="codex"))
-            gate = await next_gate(baton.store, handle.run_id, within=60)
-            assert gate.tool_name == "Bash" and gate.bound_input_hash is not None
-            await decide(baton.store, gate, **body)
-            outcome = await handle.wait()
-            return outcome, await baton.log.read(handle.run_id)
-
-
 async def test_codex_waits_for_an_approval(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "approve"})
+    outcome, entries = await gated_run(settings, repo, "codex", {"decision": "approve"})
     assert outcome.status == "finished", outcome
     assert (repo / "approved.txt").exists()
     [answer] = answers(entries)
@@ -42,7 +30,7 @@ async def test_codex_waits_for_an_approval(settings: Settings, repo: Path) -> No
 
 
 async def test_codex_gets_a_denial(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "deny", "reason": "no"})
+    outcome, entries = await gated_run(settings, repo, "codex", {"decision": "deny", "reason": "no"})
     assert outcome.status == "finished"
     assert not (repo / "approved.txt").exists()
     [answer] = answers(entries)

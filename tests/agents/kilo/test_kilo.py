@@ -5,22 +5,18 @@ Messages: its mode matrix row, the shared scenario beside Claude, and human gate
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.agents.conftest import ANTHROPIC_KEY, Finished, assert_log_whole, decisions, run_write_and_run
+from tests.agents.conftest import Finished, assert_log_whole, decisions, gated_run, run_write_and_run
 from tests.agents.native import COMMANDS, READ, WRITES, matrix_scenario, run_native
 from tests.conftest import make_git_repo
-from tests.runs.test_gates_claude import answers, decide, next_gate
+from tests.runs.test_gates_claude import answers
 
 from baton.agents.opencode import OpenCodeSetting
 from baton.agents.registry import KILO
 from baton.config import Settings
 from baton.events.project import project
-from baton.runs import Baton, RunSpec
-from baton.testing import ScriptedModelServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,20 +77,8 @@ async def test_write_and_run_gives_the_same_event_types_as_claude(
 # -- human gates -------------------------------------------------------------------------------
 
 
-async def _gated(settings: Settings, repo: Path, body: dict[str, Any]) -> tuple[Any, list[Any]]:
-    with ScriptedModelServer("needs-approval") as server:
-        configured = replace(settings, anthropic_base_url=server.base_url, anthropic_api_key=ANTHROPIC_KEY)
-        async with Baton(configured) as baton:
-            handle = await baton.start(RunSpec(prompt="go", repo=repo, agent="kilo"))
-            gate = await next_gate(baton.store, handle.run_id, within=60)
-            assert gate.tool_name == "Bash" and gate.bound_input_hash is not None
-            await decide(baton.store, gate, **body)
-            outcome = await handle.wait()
-            return outcome, await baton.log.read(handle.run_id)
-
-
 async def test_kilo_waits_for_an_approval(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "approve"})
+    outcome, entries = await gated_run(settings, repo, "kilo", {"decision": "approve"})
     assert outcome.status == "finished", outcome
     assert (repo / "approved.txt").exists()
     [answer] = answers(entries)
@@ -104,7 +88,7 @@ async def test_kilo_waits_for_an_approval(settings: Settings, repo: Path) -> Non
 
 
 async def test_kilo_gets_a_denial(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "deny", "reason": "no"})
+    outcome, entries = await gated_run(settings, repo, "kilo", {"decision": "deny", "reason": "no"})
     assert outcome.status == "finished", outcome
     assert not (repo / "approved.txt").exists()
     [answer] = answers(entries)

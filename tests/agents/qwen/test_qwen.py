@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.agents.conftest import Finished, assert_log_whole, decisions, run_to_end, scripted_openai
+from tests.agents.conftest import Finished, assert_log_whole, decisions, gated_run, run_to_end, scripted_openai
 from tests.agents.native import COMMANDS, EDIT, GLOB, GREP_OUTSIDE, READ, WRITES, matrix_scenario, run_native
 from tests.conftest import make_git_repo
-from tests.runs.test_gates_claude import answers, decide, next_gate
+from tests.runs.test_gates_claude import answers, next_gate
 
 from baton.agents.qwen import QwenSetting
 from baton.agents.registry import QWEN, bound_input_hash, claude_acp_bound_input, qwen_annotation, qwen_tool_calls
@@ -168,19 +168,8 @@ async def test_shared_scenarios_give_the_same_event_types_as_claude(
 # -- human gates -------------------------------------------------------------------------------
 
 
-async def _gated(settings: Settings, repo: Path, body: dict[str, Any]) -> tuple[Any, list[Any]]:
-    with scripted_openai(settings, "needs-approval") as (configured, _):
-        async with Baton(configured) as baton:
-            handle = await baton.start(RunSpec(prompt="go", repo=repo, agent="qwen"))
-            gate = await next_gate(baton.store, handle.run_id, within=60)
-            assert gate.tool_name == "Bash" and gate.bound_input_hash is not None
-            await decide(baton.store, gate, **body)
-            outcome = await handle.wait()
-            return outcome, await baton.log.read(handle.run_id)
-
-
 async def test_qwen_waits_for_an_approval(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "approve"})
+    outcome, entries = await gated_run(settings, repo, "qwen", {"decision": "approve"})
     assert outcome.status == "finished", outcome
     assert (repo / "approved.txt").exists()
     [answer] = answers(entries)
@@ -190,7 +179,7 @@ async def test_qwen_waits_for_an_approval(settings: Settings, repo: Path) -> Non
 
 
 async def test_qwen_gets_a_denial(settings: Settings, repo: Path) -> None:
-    outcome, entries = await _gated(settings, repo, {"decision": "deny", "reason": "no"})
+    outcome, entries = await gated_run(settings, repo, "qwen", {"decision": "deny", "reason": "no"})
     assert outcome.status == "finished", outcome
     assert not (repo / "approved.txt").exists()
     [answer] = answers(entries)
