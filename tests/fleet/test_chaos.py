@@ -107,7 +107,7 @@ def test_chaos_with_a_few_tasks(tmp_path: Path, postgres_server: TemporaryPostgr
     chaos(tmp_path, postgres_server.create_schema(), tasks=4, seed=1)
 
 
-@pytest.mark.slow(seconds=400)
+@pytest.mark.slow(seconds=120)
 @pytest.mark.timeout(900)
 def test_chaos(tmp_path: Path, postgres_server: TemporaryPostgres) -> None:
     chaos(tmp_path, postgres_server.create_schema(), tasks=30, seed=int(time.time()))
