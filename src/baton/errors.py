@@ -109,6 +109,7 @@ class RefusedError(BatonError):
             "repository_not_allowed",
             "workspace_dirty",
             "run_active",
+            "run_taken_over",
             "run_not_running",
             "run_not_interactive",
             "run_paused",

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 import uuid
@@ -60,8 +61,8 @@ def send(message: dict[str, object]) -> None:
 
 def chunk(session: str, text: str, sent_ns: int | None = None) -> dict[str, object]:
     update: dict[str, object] = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
-    if sent_ns is not None:
-        update["_meta"] = {"sent_ns": sent_ns}
+    if sent_ns is not None:  # and the host it ran on: which "machine" of a fleet test sent it
+        update["_meta"] = {"sent_ns": sent_ns, "host": socket.gethostname()}
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": update}}
 
 

@@ -96,14 +96,17 @@ class Fleet:
         env.update(more)
         return env
 
-    def start(self, name: str, *args: str, host: str | None = None, **env: str) -> Proc:
-        """``baton ARGS`` in home ``root/name``; ``host``: in a UTS namespace of its own with that host name."""
+    def start(self, name: str, *args: str, host: str | None = None, netns: str | None = None, **env: str) -> Proc:
+        """``baton ARGS`` in home ``root/name``; ``host``: in a UTS namespace of its own with that host
+        name; ``netns``: in that network namespace (``ip netns``)."""
         home = self.root / name
         home.mkdir(parents=True, exist_ok=True)
         command = [*baton_command(), *args]
         if host is not None:
             script = f"hostname {shlex.quote(host)} && exec {shlex.join(command)}"
             command = ["unshare", "--uts", "sh", "-c", script]
+        if netns is not None:
+            command = ["ip", "netns", "exec", netns, *command]
         process = subprocess.Popen(
             command,
             env=self.environ(home, **env),
@@ -124,9 +127,9 @@ class Fleet:
         proc.wait_for(r"^Sign in: ")
         return proc, url
 
-    def worker(self, name: str, *args: str, **env: str) -> Proc:
+    def worker(self, name: str, *args: str, netns: str | None = None, **env: str) -> Proc:
         """``baton worker`` in a "machine" named ``name``, once it takes fleet runs."""
-        proc = self.start(name, "worker", "--interval", "0.2", *args, host=name, **env)
+        proc = self.start(name, "worker", "--interval", "0.2", *args, host=name, netns=netns, **env)
         proc.wait_for(r"taking fleet runs")
         return proc
 

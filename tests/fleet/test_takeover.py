@@ -42,11 +42,16 @@ async def test_a_dead_executors_run_is_enqueued_again_and_a_failed_enqueue_is_re
             async def enqueue(run_id: str, owner: str | None) -> None:
                 enqueued.append((run_id, owner))
 
-            assert await Takeover(store, failing, report=reported.append).scan() == []
+            failing_scan = Takeover(store, failing, report=reported.append)
+            assert await failing_scan.scan() == []  # gone on one scan: not yet taken
+            assert reported == []
+            assert await failing_scan.scan() == []
             assert (await store.get_run(dead.id)).executor_id == DEAD  # given back: not stranded
             assert any("RuntimeError: the queue is unreachable" in line for line in reported), reported
 
-            assert await Takeover(store, enqueue, report=reported.append).scan() == [dead.id]
+            scanner = Takeover(store, enqueue, report=reported.append)
+            assert await scanner.scan() == []
+            assert await scanner.scan() == [dead.id]
             assert enqueued == [(dead.id, "ann")]
             assert (await store.get_run(dead.id)).executor_id is None
             assert (await store.get_run(alive.id)).executor_id == ALIVE  # its lock is held

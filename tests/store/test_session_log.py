@@ -285,7 +285,12 @@ async def test_a_group_committed_twice_changes_nothing(store: Store, log: Sessio
     )
     failures: list[BaseException] = []
     writer = LogWriter(
-        store.engine, again, commit_interval=0, max_batch=10, on_commit=lambda batch: None, on_failure=failures.append
+        store.engine,
+        again,
+        commit_interval=0,
+        max_batch=10,
+        on_commit=lambda batch, dropped: None,
+        on_failure=failures.append,
     )
     writer.start()
     writer.stop()

@@ -2,7 +2,10 @@
 
 Every agent process baton starts carries ``BATON_RUN_ID`` in its environment; tool processes
 inherit it. Claude Code starts each Bash tool in a session of its own, so killing the agent's
-process group is not enough: the run's processes are found by that variable in ``/proc``.
+process group is not enough: the run's processes are found by that variable in ``/proc``, among
+the processes of this host's UTS namespace: fleet tests run "machines" on one kernel, each in a
+UTS namespace of its own, and a worker ending a run it lost must not kill the run's agent on the
+"machine" that took it over.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ def run_process_ids(run_id: str, *, exclude: frozenset[int] = frozenset()) -> li
     """Live processes whose environment holds ``BATON_RUN_ID=<run_id>`` (zombies excluded)."""
     marker = f"{RUN_ID_VARIABLE}={run_id}".encode()
     found: list[int] = []
+    here = _uts_namespace("self")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -35,9 +39,16 @@ def run_process_ids(run_id: str, *, exclude: frozenset[int] = frozenset()) -> li
             continue
         if state == "Z":
             continue
-        if marker in environ.split(b"\0"):
+        if marker in environ.split(b"\0") and _uts_namespace(entry.name) == here:
             found.append(pid)
     return found
+
+
+def _uts_namespace(pid: str) -> str | None:
+    try:
+        return str(Path(f"/proc/{pid}/ns/uts").readlink())
+    except OSError:
+        return None
 
 
 def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:

@@ -61,6 +61,7 @@ async def _work(
     from baton.runs import Baton  # imported here: the agents' SDKs are slow to import
     from baton.runs.adoption import Adopter
     from baton.runs.fleet import Takeover, is_postgres, require_postgres
+    from baton.runs.lock_watch import LockWatch
 
     if fleet:
         require_postgres(settings, "baton worker --fleet")
@@ -72,12 +73,16 @@ async def _work(
     async with Baton(settings, concurrency=concurrency, metrics=metrics_port is not None, fleet=in_fleet) as baton:
         runtime = await baton.runtime()  # an executing process: DBOS launches now
         taking: asyncio.Task[None] | None = None
+        watching: asyncio.Task[None] | None = None
         if in_fleet:  # its lock first, then the queue; and the runs of workers that died
             await baton.join_fleet(concurrency)
             metrics = baton.telemetry.metrics if baton.telemetry is not None else None
             depth = metrics.queue_depth if metrics is not None else None
             takeover = Takeover(baton.store, baton.enqueue_again, depth=depth)
             taking = asyncio.create_task(takeover.run(stop), name="baton-takeover")
+            assert runtime.lock is not None
+            watch = LockWatch(runtime.lock, runtime, baton.store, baton.log, report=_say)
+            watching = asyncio.create_task(watch.run(stop), name="baton-lock-watch")
         if metrics_port is not None and baton.telemetry is not None:  # None: OTEL_SDK_DISABLED
             bound = baton.telemetry.serve_metrics(metrics_port)
             sys.stderr.write(f"baton worker: metrics on http://127.0.0.1:{bound}/metrics\n")
@@ -110,7 +115,14 @@ async def _work(
             await notifying
             if taking is not None:
                 await taking
+            if watching is not None:
+                await watching
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
     sys.stderr.write("baton worker: stopped\n")
     return 0
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -24,6 +24,7 @@ from baton.gates.handles import Gate, local_user
 from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RunExecution
+from baton.runs.executors import this_executor_id
 from baton.runs.fleet import NO_WORKER, WAITING, require_postgres
 from baton.runs.handle import RunHandle
 from baton.runs.handoff import ExportResult, ImportResult
@@ -259,7 +260,18 @@ class Baton:
         execution = await self._prepare.dequeued(run_id, self._executing())
         if metrics is not None and queued is not None and queued.status == "queued":  # a first attempt
             metrics.dispatched(queued.created_at)
-        return lambda: run_keeping_conversation(execution.run(), self.store, self.log, run_id)
+        # Fenced: written only while this executor has it (docs/fleet.md "Fencing").
+        executor = this_executor_id()
+        self.store.fence(run_id, executor)
+        self.log.fence(run_id, executor)
+
+        async def execute() -> RunOutcome:
+            try:
+                return await run_keeping_conversation(execution.run(), self.store, self.log, run_id)
+            finally:
+                self.store.unfence(run_id)
+
+        return execute
 
     async def _execute(self, execution: RunExecution, *, taken_over: bool = False) -> RunHandle:
         """Submit a built execution to this process's durable runtime; the handle of the run. A new

@@ -12,11 +12,13 @@
   ``Preparer.dequeued``): a clone of the repository through the worker's mirror cache, the
   agent, the run claimed with the store's compare-and-set on ``runs.executor_id``.
 - Liveness: each worker holds a session-level advisory lock (baton.store.liveness). A fleet run
-  whose executor's lock is gone is released (the compare-and-set from the dead executor to
-  none) and a new attempt ``<run_id>:<n+1>`` is enqueued on the same queue (:class:`Takeover`,
-  run by every worker): whichever worker dequeues it continues the run from its log and its
-  latest snapshot in a workspace of its own. The heartbeat stays the fallback for executors
-  that hold no lock.
+  whose executor's lock is gone on two scans in a row is released (from the dead executor to
+  none, in one statement that checks the lock is still not held) and a new attempt
+  ``<run_id>:<n+1>`` is enqueued on the same queue (:class:`Takeover`, run by every worker):
+  whichever worker dequeues it continues the run from its log and its latest snapshot in a
+  workspace of its own. The heartbeat stays the fallback for executors that hold no lock. A
+  worker that loses its own lock stops its runs unless it takes the lock again in time
+  (baton.runs.lock_watch).
 """
 
 from __future__ import annotations
@@ -142,6 +144,9 @@ class Takeover:
         self._interval = interval
         self._report = report or (lambda line: sys.stderr.write(line + "\n"))
         self.taken: list[str] = []
+        # Executors whose lock the previous scan found gone: one scan's absence is not enough
+        # (after a Postgres restart every worker takes its lock again within a moment).
+        self._missing: set[str] = set()
 
     async def scan(self) -> list[str]:
         """One pass: every fleet run held by an executor whose lock is gone, released and enqueued."""
@@ -150,15 +155,18 @@ class Takeover:
             self._depth(sum(1 for record in listed if record.status == "queued" and not record.executor_id))
         held = [record for record in listed if record.executor_id]
         if not held:
+            self._missing = set()
             return []
         live = await self._store.live_executor_keys()
+        missing = {str(record.executor_id) for record in held if executor_key(str(record.executor_id)) not in live}
+        dead, self._missing = missing & self._missing, missing
         taken = []
         for record in held:
             assert record.executor_id is not None
-            if executor_key(record.executor_id) in live:
+            if record.executor_id not in dead:
                 continue
-            if not await self._store.claim_run(record.id, expected_executor=record.executor_id, executor_id=None):
-                continue  # another worker released it first
+            if not await self._store.release_dead_run(record.id, record.executor_id):
+                continue  # another worker released it first, or its executor took its lock again
             try:
                 await self._enqueue(record.id, record.owner)
             except Exception as exc:  # DBOS's errors too: the run must not stay released with no attempt

@@ -204,6 +204,8 @@ class DurableRuntime:
         self._fleet_store: Store | None = None
         self._lock: ExecutorLock | None = None
         self._fleet_ready = asyncio.Event()  # set once the lock is held and the preparer is known
+        self._fleet_ids: set[str] = set()  # fleet runs dequeued here and not ended
+        self._lost: set[str] = set()  # of those, the ones stopped by the lock watch (baton.runs.lock_watch)
         # False: DBOS already runs in this process on another BATON_HOME (DBOS is a process-wide
         # singleton; only tests and embedders open two homes at once). Runs then execute as plain
         # tasks under the same limit — still durable through their log and resume, not workflows.
@@ -261,6 +263,28 @@ class DurableRuntime:
         await asyncio.to_thread(lock.acquire)
         self._lock = lock
 
+    @property
+    def lock(self) -> ExecutorLock | None:
+        """This executor's advisory lock, once :meth:`hold_lock` took it."""
+        return self._lock
+
+    @property
+    def fleet_runs(self) -> frozenset[str]:
+        """The fleet runs executing here now (dequeued, prepared, started)."""
+        return frozenset(run_id for run_id in self._fleet_ids if run_id in self._tasks)
+
+    def hold_dequeues(self) -> None:
+        """Runs dequeued from now on wait before they start (this worker's lock is in doubt)."""
+        self._fleet_ready.clear()
+
+    def resume_dequeues(self) -> None:
+        if self._fleet_prepare is not None:
+            self._fleet_ready.set()
+
+    def lose(self, run_ids: frozenset[str]) -> None:
+        """These fleet runs are no longer this worker's: one still being prepared never starts."""
+        self._lost |= run_ids & self._fleet_ids
+
     def serve_fleet(self, store: Store, prepare: Adopt) -> None:
         """What prepares the runs this worker dequeues, and their store."""
         self._fleet_store = store
@@ -292,9 +316,12 @@ class DurableRuntime:
         self._stores[run_id] = self._fleet_store
         self._adopters[run_id] = self._fleet_prepare
         self._workflows[run_id] = DBOS.workflow_id or run_id
+        self._fleet_ids.add(run_id)
         try:
             return await self.execute(run_id)
         finally:
+            self._fleet_ids.discard(run_id)
+            self._lost.discard(run_id)
             self._stores.pop(run_id, None)
             self._adopters.pop(run_id, None)
             self._workflows.pop(run_id, None)
@@ -402,6 +429,13 @@ class DurableRuntime:
             outcome = RunOutcome(run_id, "failed", code=exc.code, message=exc.message)
             self._resolve(run_id, outcome)
             return outcome
+        if run_id in self._fleet_ids:
+            await self._fleet_ready.wait()  # not while this worker's lock is in doubt
+            if run_id in self._lost:
+                message = "this worker lost its liveness lock while the run was prepared"
+                outcome = RunOutcome(run_id, "failed", code="run_taken_over", message=message)
+                self._resolve(run_id, outcome)
+                return outcome
         await self._stores[run_id].update_run(run_id, heartbeat_at=utc_timestamp())
         task = asyncio.ensure_future(execute())
         self._tasks[run_id] = task

@@ -65,6 +65,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "branch_not_found": 404,
     # 409: the resource is in a state that refuses this.
     "run_active": 409,
+    "run_taken_over": 409,
     "run_not_running": 409,
     "run_not_interactive": 409,
     "run_paused": 409,

@@ -27,7 +27,7 @@ from baton.store.transitions import check_transition
 __all__ = ["RECORD_COLUMNS", "LockedRun", "lock_run", "run_record", "update_locked_run"]
 
 RECORD_COLUMNS: Final = [column for column in runs.c if column.name != "run_key"]
-_Locked = Row[Any, Any, Any, Any, Any]  # run_key, id, status, started_at, finished_at
+_Locked = Row[Any, Any, Any, Any, Any, Any]  # run_key, id, status, started_at, finished_at, executor_id
 
 
 def run_record(row: Row[Any]) -> RunRecord:
@@ -35,9 +35,10 @@ def run_record(row: Row[Any]) -> RunRecord:
 
 
 def lock_run(connection: Connection, run_id: str) -> _Locked:
-    """The run's ``run_key, id, status, started_at, finished_at`` with its row locked (``run_not_found``)."""
+    """The run's ``run_key, id, status, started_at, finished_at, executor_id`` with its row locked
+    (``run_not_found``)."""
     found = connection.execute(
-        select(runs.c.run_key, runs.c.id, runs.c.status, runs.c.started_at, runs.c.finished_at)
+        select(runs.c.run_key, runs.c.id, runs.c.status, runs.c.started_at, runs.c.finished_at, runs.c.executor_id)
         .where(runs.c.id == run_id)
         .with_for_update()
     ).one_or_none()

@@ -66,6 +66,10 @@ class RunLog:
     next_seq: int
     committed: int
     closed: bool = False
+    # Fenced (SessionLog.fence): its rows commit only while this is the run's executor (or it has
+    # none); lost: this process no longer executes it, its entries are dropped, never committed.
+    executor: str | None = None
+    lost: bool = False
     waiters: Waiters = field(default_factory=Waiters)
     subscribers: set[Subscriber] = field(default_factory=set)
 

@@ -146,7 +146,7 @@ class LogWriter(threading.Thread):
         *,
         commit_interval: float,
         max_batch: int,
-        on_commit: Callable[[list[Queued]], None],
+        on_commit: Callable[[list[Queued], list[Queued]], None],
         on_failure: Callable[[BaseException], None],
     ) -> None:
         super().__init__(name="baton-log-writer", daemon=True)
@@ -157,6 +157,7 @@ class LogWriter(threading.Thread):
         self._on_commit = on_commit
         self._on_failure = on_failure
         self._insert = _inserter(engine)
+        self._fences = engine.dialect.name == "postgresql"  # SQLite serves one machine: nothing to fence
         self._retryable, self._duplicate = _driver_errors(engine)
         self.wake = threading.Event()
         self._stopping = False
@@ -190,20 +191,25 @@ class LogWriter(threading.Thread):
                 self.wake.set()
             if batch:
                 last_start = time.monotonic()
-                self._commit(connection, batch)
-                self._on_commit(batch)
+                kept, dropped = self._commit(connection, batch)
+                self._on_commit(kept, dropped)
             if self._stopping and not queue:
                 return
 
-    def _commit(self, connection: Connection, batch: list[Queued]) -> None:
-        rows = [queued[0] for queued in batch]
+    def _commit(self, connection: Connection, batch: list[Queued]) -> tuple[list[Queued], list[Queued]]:
+        """Commit the batch's rows but those of lost runs; (committed, dropped)."""
         delays = iter(_RETRY_DELAYS)
         retry = False
         while True:
             try:
                 with connection.begin():
-                    self._insert(connection, rows, retry=retry)
-                return
+                    kept = self._fenced(connection, batch)
+                    if kept:
+                        self._insert(connection, [queued[0] for queued in kept], retry=retry)
+                if len(kept) == len(batch):
+                    return kept, []
+                ids = {id(queued) for queued in kept}
+                return kept, [queued for queued in batch if id(queued) not in ids]
             except self._duplicate:
                 if retry:
                     raise
@@ -213,6 +219,32 @@ class LogWriter(threading.Thread):
                     raise
                 time.sleep(delay)
             retry = True
+
+    def _fenced(self, connection: Connection, batch: list[Queued]) -> list[Queued]:
+        """The batch without the rows of lost runs. A fenced run (``SessionLog.fence``) is lost
+        once another executor has it: checked here, in the commit's transaction, its row
+        share-locked until the commit, so a takeover's claim is ordered before or after it."""
+        expected: dict[str, set[int]] = {}
+        for _row, run, _payload in batch:
+            if run.executor is not None and not run.lost and self._fences:
+                expected.setdefault(run.executor, set()).add(run.run_key)
+        for executor, keys in expected.items():
+            cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cursor.execute(_STILL_OURS, (sorted(keys), executor))
+                ours = {int(row[0]) for row in cursor.fetchall()}
+            finally:
+                cursor.close()
+            for _row, run, _payload in batch:
+                if run.run_key in keys and run.run_key not in ours:
+                    run.lost = True
+        return [queued for queued in batch if not queued[1].lost]
+
+
+# A fenced run's rows commit while it is this executor's or nobody's (released, not yet taken).
+_STILL_OURS: Final = (
+    "SELECT run_key FROM runs WHERE run_key = ANY(%s) AND (executor_id = %s OR executor_id IS NULL) FOR SHARE"
+)
 
 
 def run_position(engine: Engine, run_id: str) -> tuple[int, int]:

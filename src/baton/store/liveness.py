@@ -40,12 +40,14 @@ __all__ = [
     "ExecutorLock",
     "executor_key",
     "live_executor_keys",
+    "release_if_dead",
 ]
 
 KEEPALIVE_IDLE_SECONDS: Final = 5
 KEEPALIVE_INTERVAL_SECONDS: Final = 2
 KEEPALIVE_COUNT: Final = 3
 TCP_USER_TIMEOUT_MS: Final = 10_000
+CONNECT_TIMEOUT_SECONDS: Final = 3  # a lock taken again must not wait on a vanished network
 # The longest a dead machine's lock outlives it (an idle connection: idle + count × interval).
 LOCK_LOSS_BOUND_SECONDS: Final = max(
     KEEPALIVE_IDLE_SECONDS + KEEPALIVE_COUNT * KEEPALIVE_INTERVAL_SECONDS, TCP_USER_TIMEOUT_MS / 1000
@@ -54,6 +56,10 @@ LOCK_LOSS_BOUND_SECONDS: Final = max(
 # the database collides with them.
 _CLASS: Final = 0x62617400  # "bat\0"
 
+_HELD: Final = text(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' "
+    "AND classid = :class AND objsubid = 2 AND objid::bigint = :key AND granted)"
+)
 _SESSION_SETTINGS: Final = (
     f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_SECONDS}",
     f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_SECONDS}",
@@ -78,6 +84,7 @@ def _lock_engine(url: str) -> Engine:
         "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
         "keepalives_count": KEEPALIVE_COUNT,
         "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "application_name": "baton-executor-lock",
     }
     parsed = make_engine(url)  # the URL as the store reads it (psycopg 3)
@@ -108,26 +115,76 @@ class ExecutorLock:
             self._connection = connection
 
     def held(self) -> bool:
-        """Whether the lock's connection still answers (blocking)."""
+        """Whether the lock's session still answers and holds the lock (blocking: on a vanished
+        network until ``tcp_user_timeout``; :class:`~baton.runs.lock_watch.LockWatch` gives up
+        sooner). The session is asked, not trusted: a connection that reconnected behind the
+        pool's back would answer without the lock."""
         with self._guard:
-            if self._connection is None:
-                return False
+            connection = self._connection
+        if connection is None:
+            return False
+        try:
+            held = connection.execute(_HELD, {"class": _CLASS, "key": self.key}).scalar()
+        except Exception:
+            return False
+        return bool(held)
+
+    def regain(self) -> bool:
+        """Take the lock on a new connection if no session holds it (``pg_try_advisory_lock``):
+        True, and the old connection is dropped; False when it is still held — by this
+        executor's old session, which the server has not given up yet (blocking)."""
+        with map_storage_errors():
+            engine = _lock_engine(self.url)
             try:
-                self._connection.execute(text("SELECT 1"))
-            except Exception:
-                return False
-            return True
+                connection = engine.connect()
+                for statement in _SESSION_SETTINGS:
+                    connection.execute(text(statement))
+                taken = connection.execute(
+                    text("SELECT pg_try_advisory_lock(:class, :key)"), {"class": _CLASS, "key": self.key}
+                ).scalar()
+            except BaseException:
+                engine.dispose()
+                raise
+        if not taken:
+            connection.close()
+            engine.dispose()
+            return False
+        with self._guard:
+            old = self._connection, self._engine
+            self._connection, self._engine = connection, engine
+        # The old connection may hang on a dead socket: closed on a thread nobody waits for.
+        threading.Thread(target=_close, args=old, name="baton-lock-close", daemon=True).start()
+        return True
 
     def release(self) -> None:
         """Close the connection: the lock goes with it (blocking)."""
         with self._guard:
-            if self._connection is not None:
-                with contextlib.suppress(Exception):  # the connection was already gone: so is the lock
-                    self._connection.close()
-                self._connection = None
-            if self._engine is not None:
-                self._engine.dispose()
-                self._engine = None
+            old = self._connection, self._engine
+            self._connection = self._engine = None
+        _close(*old)
+
+
+def _close(connection: Connection | None, engine: Engine | None) -> None:
+    if connection is not None:
+        with contextlib.suppress(Exception):  # the connection was already gone: so is the lock
+            connection.close()
+    if engine is not None:
+        with contextlib.suppress(Exception):
+            engine.dispose()
+
+
+def release_if_dead(engine: Engine, run_id: str, executor_id: str) -> bool:
+    """Release the run from ``executor_id`` (its executor becomes none) if that is still its
+    executor and nobody holds the executor's lock, in one statement (blocking): an executor that
+    took its lock again after a lost connection keeps its runs, whatever a scanner read before."""
+    statement = text(
+        "UPDATE runs SET executor_id = NULL WHERE id = :run_id AND executor_id = :executor AND NOT EXISTS ("
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = :class AND objsubid = 2 "
+        "AND objid::bigint = :key AND granted)"
+    )
+    arguments = {"run_id": run_id, "executor": executor_id, "class": _CLASS, "key": executor_key(executor_id)}
+    with map_storage_errors(), engine.begin() as connection:
+        return connection.execute(statement, arguments).rowcount == 1
 
 
 def live_executor_keys(engine: Engine) -> set[int]:

@@ -154,11 +154,32 @@ class SessionLog:
         if run is None:
             self._runs[run_id] = RunLog(run_id, run_key, next_seq=last + 1, committed=last)
         else:
-            run.closed = False
+            run.closed = run.lost = False  # a new execution here: it is fenced again if it must be
             run.next_seq = max(run.next_seq, last + 1)
 
+    def fence(self, run_id: str, executor_id: str) -> None:
+        """The open run's entries commit only while ``executor_id`` is its executor or it has
+        none (Postgres: checked in each commit's transaction, the run's row share-locked, so a
+        takeover's claim and this commit are ordered); once another executor has it, its
+        entries are dropped and the run is lost here (docs/fleet.md "Fencing")."""
+        run = self._runs.get(run_id)
+        if run is None or run.closed:
+            raise RuntimeError(f"run {run_id} is not open in this session log")
+        run.executor, run.lost = executor_id, False
+
+    def lose(self, run_id: str) -> None:
+        """This process no longer executes the run: its queued entries and every later append
+        are dropped (a lost fleet run, baton.runs.lock_watch)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.lost = True
+
+    def lost(self, run_id: str) -> bool:
+        run = self._runs.get(run_id)
+        return run is not None and run.lost
+
     def append(self, run_id: str, direction: Direction, method: str | None, payload: dict[str, Any]) -> int:
-        """Redact, number and queue one entry; returns its seq."""
+        """Redact, number and queue one entry; returns its seq (a lost run's: the last one, nothing queued)."""
         # The hot path of every run: each line here is measured (bench/append.py).
         if self._failure is not None:
             self._raise_failure()
@@ -166,6 +187,8 @@ class SessionLog:
         if run is None or run.closed or self._state != "open":
             self._require_open()
             raise RuntimeError(f"run {run_id} is not open in this session log")
+        if run.lost:
+            return run.next_seq - 1
         text, redacted = self._redact_json(payload)
         seq = run.next_seq
         run.next_seq = seq + 1
@@ -311,8 +334,8 @@ class SessionLog:
             raise LogWriteError(f"the session log could not be committed: {self._failure}") from self._failure
 
     # Called on the writer thread.
-    def _from_writer_commit(self, batch: list[Queued]) -> None:
-        self._call_on_loop(self._committed, batch)
+    def _from_writer_commit(self, batch: list[Queued], dropped: list[Queued]) -> None:
+        self._call_on_loop(self._committed, batch, dropped)
 
     def _from_writer_failure(self, exc: BaseException) -> None:
         self._failure = exc
@@ -324,7 +347,7 @@ class SessionLog:
             self._loop.call_soon_threadsafe(callback, *args)
 
     # Called on the event loop.
-    def _committed(self, batch: list[Queued]) -> None:
+    def _committed(self, batch: list[Queued], dropped: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
         observer = self._on_commit
         observed: list[LogEntry] | None = None
@@ -349,7 +372,10 @@ class SessionLog:
                 if observed is not None:
                     observed.append(entry)
                     texts.append(row[5])
-        self._committed_total += len(batch)
+        for row, run, _payload in dropped:  # a lost run's: settled, never seen
+            run.committed = max(run.committed, row[1])
+            touched[run.run_id] = run
+        self._committed_total += len(batch) + len(dropped)
         for run in touched.values():
             run.waiters.advance(run.committed)
             run.wake_subscribers()

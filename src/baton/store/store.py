@@ -17,7 +17,7 @@ from sqlalchemy import Engine, bindparam, event, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from baton.errors import NotFoundError, StorageError, UsageError
+from baton.errors import NotFoundError, RefusedError, StorageError, UsageError
 from baton.events.entry import utc_timestamp
 from baton.store import _gates, _rundata, _summaries, transfer
 from baton.store._locked import RECORD_COLUMNS, LockedRun, lock_run, run_record, update_locked_run
@@ -89,6 +89,10 @@ class Store:
         # A SQLite file's primary-key reads run inline on the caller's thread (see get_run).
         self._inline: SqliteReads | None = None
         self._inline_open = engine.dialect.name == "sqlite"
+        # Fleet runs this process executes: run id → the executor it executes them as, and those
+        # it has lost to a takeover (docs/fleet.md "Fencing"; :meth:`fence`).
+        self._fences: dict[str, str] = {}
+        self._lost: set[str] = set()
         event.listen(engine, "checkin", self._close_late_checkin)
 
     @classmethod
@@ -308,6 +312,13 @@ class Store:
 
         return await in_thread(live_executor_keys, self.engine)
 
+    async def release_dead_run(self, run_id: str, executor_id: str) -> bool:
+        """Release the run from ``executor_id`` if that is still its executor and its lock is not
+        held, atomically (Postgres; baton.store.liveness.release_if_dead): False otherwise."""
+        from baton.store.liveness import release_if_dead
+
+        return await in_thread(release_if_dead, self.engine, run_id, executor_id)
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``.
 
@@ -337,6 +348,22 @@ class Store:
         """Runs in creation order, optionally only those with ``status`` (or any of several)."""
         return await in_thread(self._list_runs, status)
 
+    def fence(self, run_id: str, executor_id: str) -> None:
+        """From now on :meth:`update_run` changes the run only while ``executor_id`` is its
+        executor, checked under the row's lock (``run_taken_over`` otherwise): a worker that lost
+        its liveness lock never overwrites a run another executor took over."""
+        self._fences[run_id] = executor_id
+        self._lost.discard(run_id)
+
+    def lose(self, run_id: str) -> None:
+        """This process no longer executes the run: every :meth:`update_run` of it is refused
+        (``run_taken_over``) without asking the database, until it is fenced again."""
+        self._lost.add(run_id)
+
+    def unfence(self, run_id: str) -> None:
+        self._fences.pop(run_id, None)
+        self._lost.discard(run_id)
+
     async def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         """Change a run's fields (see ``UPDATABLE_FIELDS``) and return the new record.
 
@@ -350,6 +377,8 @@ class Store:
         status = fields.get("status")
         if status is not None and status not in RUN_STATUSES:
             raise UsageError("invalid_argument", f"unknown run status {status!r}")
+        if run_id in self._lost:
+            raise _taken_over(run_id)
         return await in_thread(self._update_run, run_id, fields)
 
     async def with_locked_run(
@@ -479,8 +508,12 @@ class Store:
             return [_record(row) for row in connection.execute(query)]
 
     def _update_run(self, run_id: str, fields: dict[str, Any]) -> RunRecord:
+        fenced = self._fences.get(run_id)
         with self.engine.begin() as connection:
-            return update_locked_run(connection, lock_run(connection, run_id), fields)
+            found = lock_run(connection, run_id)
+            if fenced is not None and found.executor_id != fenced:
+                raise _taken_over(run_id, found.executor_id)
+            return update_locked_run(connection, found, fields)
 
     def _with_locked_run(self, run_id: str, work: Callable[[LockedRun], T], redactor: Redactor | None) -> T:
         with self.engine.begin() as connection:
@@ -502,6 +535,11 @@ class Store:
 
 
 _record = run_record
+
+
+def _taken_over(run_id: str, executor_id: str | None = None) -> RefusedError:
+    now = f"executor {executor_id}" if executor_id else "no executor (released to be taken over)"
+    return RefusedError("run_taken_over", f"run {run_id} is no longer executed here: it has {now}")
 
 
 def _create_task(engine: Engine, values: dict[str, Any]) -> TaskRecord:

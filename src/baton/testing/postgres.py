@@ -96,8 +96,11 @@ def _free_port() -> int:
 class TemporaryPostgres:
     """A Postgres server for the duration of a ``with`` block; ``url`` once started."""
 
-    def __init__(self, *, durable: bool = True, bin_dir: Path | None = None) -> None:
+    def __init__(self, *, durable: bool = True, bin_dir: Path | None = None, listen: tuple[str, ...] = ()) -> None:
         self._durable = durable
+        # More addresses to listen on (a veth's, for a client in another network namespace),
+        # clients of their subnets trusted as loopback's are.
+        self._listen = listen
         self._bin_dir = bin_dir
         self._root: Path | None = None
         self._user = _server_user()
@@ -125,6 +128,9 @@ class TemporaryPostgres:
                 "--locale=C",
                 "--no-sync",
             )
+            if self._listen:
+                with (self._root / "data" / "pg_hba.conf").open("a") as hba:
+                    hba.write("host all all samenet trust\n")
             self._start(bin_dir)
             self._run(bin_dir / "createdb", "-h", str(self._root), "-p", str(self.port), "-U", _SUPERUSER, _DATABASE)
         except BaseException:
@@ -180,7 +186,8 @@ class TemporaryPostgres:
 
     def _start(self, bin_dir: Path) -> None:
         assert self._root is not None
-        settings = ["-c listen_addresses=127.0.0.1", f"-c unix_socket_directories={self._root}"]
+        addresses = ",".join(("127.0.0.1", *self._listen))
+        settings = [f"-c listen_addresses={addresses}", f"-c unix_socket_directories={self._root}"]
         if not self._durable:
             settings += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         for attempt in range(_START_ATTEMPTS):
