@@ -306,6 +306,12 @@ class Store:
 
         return await in_thread(live_executor_keys, self.engine)
 
+    async def offered_queue_keys(self) -> set[int]:
+        """The lock keys of the fleet queues live workers serve now (Postgres: baton.store.queue_offers)."""
+        from baton.store.queue_offers import offered_queue_keys
+
+        return await in_thread(offered_queue_keys, self.engine)
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``.
 
