@@ -110,3 +110,36 @@ async def test_a_withdrawn_request_denies_its_own_gate_only(
     assert (repo / "kept.txt").exists() and not (repo / "withdrawn.txt").exists()
     said = [e["data"]["text"] for e in project(entries) if e["type"] == "message" and e["data"]["role"] == "agent"]
     assert str(REQUEST_CANCELLED) in said[0] and '"optionId": "yes"' in said[1]
+
+
+async def test_two_commands_asked_about_at_once_each_keep_their_gate(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent asks about two commands at once (ACP lets it): the second gate does not
+    supersede the first, whose request still waits; both are approved and both commands run."""
+    entry = script_entry("features")
+    monkeypatch.setitem(AGENTS, entry.name, entry)
+    configured = replace(settings, openai_api_key="sk-unused-by-the-script-agent")
+    spec = RunSpec(prompt="two at once", repo=repo, agent=entry.name, run_mode="interactive")
+
+    def opened_for(call_id: str) -> Callable[[LogEntry], bool]:
+        return lambda e: e["method"] == "_baton/gate_opened" and e["payload"]["params"]["tool_call_id"] == call_id
+
+    async with Baton(configured) as baton:
+        handle = await baton.start(spec)
+        await first_entry(baton.entries(handle.run_id), opened_for("one-1"))
+        await first_entry(baton.entries(handle.run_id), opened_for("two-1"))
+        pending = await baton.gates(run_id=handle.run_id, status="pending")
+        assert sorted(g.record.tool_call_id or "" for g in pending) == ["one-1", "two-1"]
+        for gate in pending:
+            await gate.approve()
+        await first_entry(baton.entries(handle.run_id), lambda e: e["method"] == "_baton/turn_complete")
+        await handle.close()
+        outcome = await handle.wait()
+        decided = await baton.gates(run_id=handle.run_id)
+    assert outcome.status == "finished", outcome
+    assert sorted((g.record.tool_call_id, g.record.status) for g in decided) == [
+        ("one-1", "approved"),
+        ("two-1", "approved"),
+    ]
+    assert (repo / "one.txt").exists() and (repo / "two.txt").exists()

@@ -37,6 +37,8 @@ any agent, and on ``session/prompt``:
   request was answered (``answered: …``); a prompt ``withdraw one`` asks for ``touch
   withdrawn.txt`` and ``touch kept.txt`` at once and withdraws only the first, says what each was
   answered, runs ``touch kept.txt`` if it was allowed, and ends the turn when both are answered; a
+  prompt ``two at once`` asks for ``touch one.txt`` and ``touch two.txt`` at once (both
+  commands), makes each file that was allowed, and ends the turn when both are answered; a
   prompt ``hang`` says ``hanging`` and answers only
   ``session/cancel`` (``cancelled``).
 """
@@ -138,6 +140,12 @@ def _error(request_id: object, code: int, message: str) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
+_YES_NO: list[dict[str, object]] = [
+    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+    {"optionId": "no", "name": "No", "kind": "reject_once"},
+]
+
+
 def features_agent() -> int:
     """The ``features`` behaviour (see the module's docstring)."""
     sessions: dict[str, dict[str, object]] = {}  # in creation order
@@ -145,6 +153,7 @@ def features_agent() -> int:
     asked: dict[object, tuple[object, str]] = {}  # our permission request id -> (its prompt request, session)
     next_id = 1000
     kept_request: object = None  # the request ``withdraw one`` does not withdraw
+    touches: dict[object, str] = {}  # ``two at once``: our permission request id -> the file it makes
     hanging: dict[str, object] = {}  # session -> its prompt waiting for session/cancel
     for line in sys.stdin:
         message = json.loads(line)
@@ -156,8 +165,11 @@ def features_agent() -> int:
                 prompt_id, session = found
                 answer = message.get("error") or message.get("result")
                 send(chunk(session, f"answered: {json.dumps(answer, sort_keys=True)}"))
-                if request_id == kept_request and (answer or {}).get("outcome", {}).get("optionId") == "yes":
+                approved = (answer or {}).get("outcome", {}).get("optionId") == "yes"
+                if approved and request_id == kept_request:
                     open("kept.txt", "w").close()
+                if approved and request_id in touches:
+                    open(touches.pop(request_id), "w").close()
                 if prompt_id not in [prompt for prompt, _ in asked.values()]:
                     send({"jsonrpc": "2.0", "id": prompt_id, "result": {"stopReason": "end_turn"}})
             continue
@@ -211,10 +223,7 @@ def features_agent() -> int:
             kept = sessions[session]
             text = params["prompt"][0]["text"]
             if text in ("withdraw", "withdraw one"):
-                choices = [
-                    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                    {"optionId": "no", "name": "No", "kind": "reject_once"},
-                ]
+                choices = _YES_NO
                 names = ["withdrawn"] + (["kept"] if text == "withdraw one" else [])
                 for name in names:
                     call = {"toolCallId": f"{name}-1", "title": f"touch {name}.txt", "kind": "execute"}
@@ -232,6 +241,17 @@ def features_agent() -> int:
                         kept_request = next_id
                 withdrawn = next_id - len(names) + 1
                 send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": withdrawn}})
+                continue
+            if text == "two at once":  # two commands asked about at once, neither withdrawn
+                for name in ("one", "two"):
+                    call = {"toolCallId": f"{name}-1", "title": f"touch {name}.txt", "kind": "execute"}
+                    call["rawInput"] = {"command": f"touch {name}.txt"}
+                    send(_update(session, {"sessionUpdate": "tool_call", "status": "pending", **call}))
+                    next_id += 1
+                    asked[next_id] = (request_id, session)
+                    touches[next_id] = f"{name}.txt"
+                    ask = {"sessionId": session, "toolCall": call, "options": _YES_NO}
+                    send({"jsonrpc": "2.0", "id": next_id, "method": "session/request_permission", "params": ask})
                 continue
             if text == "hang":
                 hanging[session] = request_id

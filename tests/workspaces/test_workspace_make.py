@@ -4,6 +4,7 @@ mirror cache, submodules, ports — and the user's repository byte-identical thr
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -257,6 +258,31 @@ def test_each_run_gets_its_own_block_of_free_ports(tmp_path: Path) -> None:
     assert claim_ports(tmp_path, "run_1") == first  # its own claim again
     release_ports(tmp_path, "run_1")
     assert not (tmp_path / "ports" / str(first)).exists() and (tmp_path / "ports" / str(second)).exists()
+
+
+def test_a_port_left_in_time_wait_counts_as_free(tmp_path: Path) -> None:
+    """A dev server of an earlier run closed its connections first: its port waits in
+    ``TIME_WAIT``, which servers setting ``SO_REUSEADDR`` do not mind; the block is still given."""
+    probe = tmp_path / "probe"
+    base = claim_ports(probe, "run_tw")  # the block this run id hashes to (nothing else claimed)
+    with socket.create_server(("127.0.0.1", base)) as server:
+        client = socket.create_connection(("127.0.0.1", base))
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: its end of the connection waits
+        client.close()
+    with socket.socket() as plain, pytest.raises(OSError):  # without SO_REUSEADDR it still looks taken
+        plain.bind(("127.0.0.1", base))
+    assert claim_ports(tmp_path, "run_tw") == base
+
+
+def test_no_block_of_ports_left_is_a_workspace_error(tmp_path: Path) -> None:
+    folder = tmp_path / "ports"
+    folder.mkdir()
+    for base in range(20000, 50000, PORT_BLOCK):
+        (folder / str(base)).write_text("run_other\n")
+    with pytest.raises(WorkspaceError) as raised:
+        claim_ports(tmp_path, "run_new")
+    assert raised.value.code == "workspace_failed" and "baton gc" in str(raised.value)
 
 
 @needs_bwrap

@@ -17,7 +17,7 @@ call again with another input: ``decision = {"decision": "supersede", "reason":
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -77,9 +77,11 @@ class GateLedger:
         questions: builtins.list[Any] | None = None,
         plan: str | None = None,
         expires_in_seconds: float | None = None,
+        keep: Collection[str] = (),
     ) -> tuple[GateRecord, builtins.list[GateRecord]]:
         """Store a pending gate; the run's pending gates of this kind bound to another input are
-        superseded (returned second). Announce the gate only after this returns."""
+        superseded (returned second), except those in ``keep``: gates whose request still waits
+        (an agent may ask about several calls at once). Announce the gate only after this returns."""
         if kind not in GATE_KINDS:
             raise UsageError("invalid_argument", f"a gate's kind is one of {sorted(GATE_KINDS)}, not {kind!r}")
         now = datetime.now(UTC)
@@ -99,7 +101,7 @@ class GateLedger:
             "created_at": utc_timestamp(now),
             "expires_at": None if expires is None else utc_timestamp(expires),
         }
-        return await self._store.open_gate(run_id, values)
+        return await self._store.open_gate(run_id, values, keep=tuple(keep))
 
     async def get(self, gate_id: str) -> GateRecord:
         """The gate, or ``gate_not_found``."""

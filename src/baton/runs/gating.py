@@ -30,7 +30,7 @@ from baton.acp.host import GateAnswer
 from baton.errors import GateError
 from baton.gates import Decision, Gatekeeper, Policy, ToolCall, parse_rule
 from baton.gates.kinds import GateShape, answer_for_agent
-from baton.gates.ledger import GateLedger, GateRecord
+from baton.gates.ledger import GateKind, GateLedger, GateRecord
 from baton.runs.lifecycle import RunLifecycle
 from baton.runs.parking import wait_for_decision
 from baton.store import Store
@@ -73,6 +73,8 @@ class RunGates:
         self.parked: GateRecord | None = None
         self.park_event = asyncio.Event()
         self._waiting = 0  # gates waiting in-process for a human right now
+        self._awaited: set[str] = set()  # gates a request still waits on (never superseded)
+        self._opening = asyncio.Lock()
         self._waited = 0.0  # seconds this execution spent waiting for humans (a seconds budget skips them)
         self._wait_started = 0.0
 
@@ -146,7 +148,24 @@ class RunGates:
             )
             return await self._answer(prior, call)
         kind = shape.kind if shape is not None else "tool"
-        gate, superseded = await self._ledger.open(
+        async with self._opening:  # a gate opened next sees this one as awaited
+            gate, superseded = await self._open(kind, call, decision, shape, bound_call_id, bound_input_hash)
+            self._awaited.add(gate.id)
+        try:
+            return await self._wait(gate, call, decision, superseded, cancelled, withdrawn)
+        finally:
+            self._awaited.discard(gate.id)
+
+    async def _open(
+        self,
+        kind: GateKind,
+        call: ToolCall,
+        decision: Decision,
+        shape: GateShape | None,
+        bound_call_id: str,
+        bound_input_hash: str,
+    ) -> tuple[GateRecord, list[GateRecord]]:
+        return await self._ledger.open(
             self._run_id,
             kind,
             summary=shape.summary if shape is not None else _summary(call, decision),
@@ -158,7 +177,18 @@ class RunGates:
             questions=shape.questions if shape is not None else None,
             plan=shape.plan if shape is not None else None,
             expires_in_seconds=self._expiry,
+            keep=self._awaited,
         )
+
+    async def _wait(
+        self,
+        gate: GateRecord,
+        call: ToolCall,
+        decision: Decision,
+        superseded: list[GateRecord],
+        cancelled: asyncio.Event,
+        withdrawn: asyncio.Event | None,
+    ) -> GateAnswer:
         for old in superseded:
             self._note(
                 "gate_resolved",

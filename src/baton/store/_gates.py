@@ -35,7 +35,9 @@ __all__ = [
 _COLUMNS: Final = [column for column in gates.c if column.name != "run_key"]
 
 
-def open_gate(engine: Engine, run_id: str, values: dict[str, Any]) -> tuple[GateRecord, list[GateRecord]]:
+def open_gate(
+    engine: Engine, run_id: str, values: dict[str, Any], keep: tuple[str, ...] = ()
+) -> tuple[GateRecord, list[GateRecord]]:
     with engine.begin() as connection:
         run_key = run_key_of(connection, run_id)
         supersede = {"decision": "supersede", "reason": "superseded", "superseded_by": values["id"]}
@@ -46,6 +48,7 @@ def open_gate(engine: Engine, run_id: str, values: dict[str, Any]) -> tuple[Gate
                 gates.c.kind == values["kind"],
                 gates.c.status == "pending",
                 gates.c.bound_input_hash.is_distinct_from(values["bound_input_hash"]),
+                gates.c.id.not_in(keep),
             )
             .values(status="superseded", decision=supersede, decided_by="baton", decided_at=values["created_at"])
             .returning(*_COLUMNS)

@@ -189,10 +189,12 @@ class Store:
 
     # Gates (the rules of deciding are baton.gates.ledger's; these read and write rows).
 
-    async def open_gate(self, run_id: str, values: dict[str, Any]) -> tuple[GateRecord, list[GateRecord]]:
-        """Insert a pending gate; the run's pending gates of its kind bound to another input are
-        superseded in the same transaction (returned second)."""
-        return await in_thread(_gates.open_gate, self.engine, run_id, values)
+    async def open_gate(
+        self, run_id: str, values: dict[str, Any], *, keep: tuple[str, ...] = ()
+    ) -> tuple[GateRecord, list[GateRecord]]:
+        """Insert a pending gate; the run's pending gates of its kind bound to another input, but
+        for those in ``keep``, are superseded in the same transaction (returned second)."""
+        return await in_thread(_gates.open_gate, self.engine, run_id, values, keep)
 
     async def get_gate(self, gate_id: str) -> GateRecord:
         """The gate, or ``gate_not_found``."""

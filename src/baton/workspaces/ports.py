@@ -15,6 +15,8 @@ import socket
 from pathlib import Path
 from typing import Final
 
+from baton.errors import WorkspaceError
+
 __all__ = ["PORT_BLOCK", "claim_ports", "release_ports"]
 
 PORT_BLOCK: Final = 10
@@ -23,7 +25,10 @@ _BLOCKS: Final = 3000  # 20000 … 49999, below the usual ephemeral range
 
 
 def _free(port: int) -> bool:
+    """Nothing listens on or holds ``port``; a port left in ``TIME_WAIT`` by a closed connection
+    counts as free, as it does for the servers that set ``SO_REUSEADDR`` (nearly all)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
@@ -53,7 +58,12 @@ def claim_ports(home: Path, run_id: str) -> int:
         if all(_free(port) for port in range(base, base + PORT_BLOCK)):
             return base
         claim.unlink(missing_ok=True)
-    raise RuntimeError("no block of free ports is left")  # 3000 runs' workspaces kept at once
+    last = _FIRST + _BLOCKS * PORT_BLOCK - 1
+    raise WorkspaceError(
+        "workspace_failed",
+        f"no block of {PORT_BLOCK} free ports is left in {_FIRST}–{last} for BATON_PORT_BASE: each kept "
+        "workspace holds one until it is removed (baton gc, baton rm)",
+    )
 
 
 def release_ports(home: Path, run_id: str) -> None:
