@@ -6,7 +6,8 @@ where a library is called (``raise BatonX(...) from exc``).
 
     BatonError (code)
     ├── UsageError            invalid_argument, config_invalid, request_invalid, cassette_invalid,
-    │                         webhook_url_invalid, webhook_secret_invalid, webhook_event_unknown
+    │                         webhook_url_invalid, webhook_secret_invalid, webhook_event_unknown,
+    │                         invalid_labels, invalid_priority
     ├── RefusedError          model_credentials_missing, bypass_refused_as_root,
     │                         mode_not_enforceable, budget_not_supported, workspace_busy,
     │                         repository_not_allowed, workspace_dirty, run_active,
@@ -93,6 +94,8 @@ class UsageError(BatonError):
             "webhook_url_invalid",
             "webhook_secret_invalid",
             "webhook_event_unknown",
+            "invalid_labels",
+            "invalid_priority",
         }
     )
 

@@ -36,7 +36,7 @@ from baton.cli._spec import (
     build_spec,
 )
 from baton.config import Settings
-from baton.errors import BatonError
+from baton.errors import BatonError, UsageError
 from baton.runs.spec import RunSpec
 
 __all__ = ["run_command"]
@@ -107,6 +107,17 @@ def run_command(
             help="Queue the run for the fleet's workers (baton worker) and print its id; nothing runs here (Postgres).",
         ),
     ] = False,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            "--priority",
+            help="With --queue: the run's place on the queue, 1 (first) to 2147483647; default 100 (docs/fleet.md).",
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="With --queue: a label its worker must have, NAME=VALUE (e.g. gpu=yes)."),
+    ] = None,
 ) -> None:
     """Run an agent on a task in a repository and stream what it does."""
     try:
@@ -139,7 +150,15 @@ def run_command(
             replay=replay,
             replay_timing=replay_timing,
         )
+        if (priority is not None or label) and not queue:
+            raise UsageError("invalid_argument", "--priority and --label are for a run queued for the fleet (--queue)")
         if queue:
+            from dataclasses import replace
+
+            from baton.runs.fleet import check_priority, parse_labels
+
+            labels = parse_labels(label, "--label")
+            spec = replace(spec, labels=labels, priority=check_priority(priority, "--priority"))
             code = asyncio.run(_queue(spec, Settings.load(), json_output))
         else:
             code = asyncio.run(_run(spec, Settings.load(None, **_parks_at_once(no_wait)), json_output, no_wait))

@@ -99,6 +99,8 @@ def _sandbox_line(sandbox: dict[str, Any] | None) -> str:
 
 
 async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
+    from baton.runs.fleet import fleet_request, run_labels, run_priority  # the store: not at import
+
     async with Runs(settings) as runs:
         record = await runs.get_run(run_id)
         transitions = await runs.transitions(run_id)
@@ -115,5 +117,8 @@ async def _show(settings: Settings, run_id: str) -> dict[str, Any]:
     body["sandbox"] = sandbox  # where the run's latest execution ran its agent (docs/sandbox.md)
     # The latest execution's OpenTelemetry trace, when traces were exported (docs/observability.md).
     body["trace_id"] = trace.get("trace_id") if trace else None
+    if fleet_request(record) is not None:  # what it asks of its worker and its place on the queue
+        body["labels"] = ",".join(f"{key}={value}" for key, value in run_labels(record).items()) or None
+        body["priority"] = run_priority(record)
     body["transitions"] = [step.to_dict() for step in transitions]
     return body

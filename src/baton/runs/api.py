@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,17 @@ from baton.gates.ledger import GateLedger, GateRecord
 from baton.runs.cancelling import cancel_run, end_parked
 from baton.runs.executor import RunExecution
 from baton.runs.executors import this_executor_id
-from baton.runs.fleet import NO_WORKER, WAITING, require_postgres
+from baton.runs.fleet import (
+    NO_LABELLED_WORKER,
+    NO_WORKER,
+    WAITING,
+    fleet_request,
+    queue_name,
+    require_postgres,
+    run_labels,
+    run_priority,
+    waiting_reason,
+)
 from baton.runs.handle import RunHandle
 from baton.runs.handoff import ExportResult, ImportResult
 from baton.runs.inbox import post_command
@@ -72,10 +82,12 @@ class Baton:
         concurrency: int | None = None,
         metrics: bool = False,
         fleet: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings or Settings.load()
         self._fleet = fleet  # a fleet worker: DBOS listens on the fleet queue (docs/fleet.md)
-        self._fleet_queue_registered = False
+        self._labels = dict(labels or {})  # such a worker's --labels (baton.runs.fleet.served_queues)
+        self._fleet_queues_registered: set[str] = set()
         # Telemetry (docs/observability.md): the standard OTEL environment and baton.toml say what
         # to export; ``metrics`` keeps the Prometheus registry ``GET /metrics`` serves.
         self._metrics = metrics
@@ -210,7 +222,9 @@ class Baton:
         if self._durable is None:
             from baton.runs import workflows
 
-            self._durable = await workflows.acquire(self.settings, self.concurrency, fleet=self._fleet)
+            self._durable = await workflows.acquire(
+                self.settings, self.concurrency, fleet=self._fleet, labels=self._labels
+            )
         return self._durable
 
     # The fleet (baton.runs.fleet, docs/fleet.md).
@@ -220,11 +234,13 @@ class Baton:
         executes it (``fleet_requires_postgres`` on SQLite). Nothing is made or started here."""
         require_postgres(self.settings, "queueing a run for the fleet")
         runtime = await self.runtime()
-        await self._register_fleet_queue(runtime)
-        record = await self._prepare.queue(spec)
-        live = await self.store.live_executor_keys()
-        await self.store.update_run(record.id, status_reason=WAITING if live else NO_WORKER)
-        await runtime.enqueue_fleet(record.id, record.owner)
+        record = await self._prepare.queue(spec)  # labels and priority checked
+        labels = run_labels(record)
+        await self._register_fleet_queue(runtime, queue_name(labels))
+        live = bool(await self.store.live_executor_keys())
+        reason = waiting_reason(labels, await self.store.offered_queue_keys(), live)
+        await self.store.update_run(record.id, status_reason=reason)
+        await runtime.enqueue_fleet(record.id, record.owner, labels=labels, priority=run_priority(record))
         return await self.store.get_run(record.id)
 
     async def join_fleet(self, worker_concurrency: int | None = None) -> DurableRuntime:
@@ -236,22 +252,46 @@ class Baton:
         runtime = await self.runtime()
         runtime.fleet_concurrency = worker_concurrency
         await runtime.hold_lock()
-        runtime.serve_fleet(self.store, self._dequeued)
-        await self._register_fleet_queue(runtime)
-        for record in await self.store.list_runs(status="queued"):
-            if record.status_reason == NO_WORKER:
-                await self.store.update_run(record.id, status_reason=WAITING)
+        await runtime.offer_queues()
+        runtime.serve_fleet(self.store, self._dequeued, lambda run_id: self.enqueue_again(run_id, None))
+        await runtime.register_served_queues()
+        await self.refresh_queue_reasons()
         return runtime
 
-    async def enqueue_again(self, run_id: str, owner: str | None) -> None:
-        """The next attempt of a fleet run released from a dead executor (baton.runs.fleet.Takeover)."""
-        runtime = await self.runtime()
-        await runtime.enqueue_fleet(run_id, owner)
+    async def refresh_queue_reasons(self) -> list[str]:
+        """Each queued fleet run's ``status_reason`` made true again (``waiting_for_worker``,
+        ``no_worker_with_labels``, ``no_live_worker``): workers joined or left. The runs changed."""
+        waiting = (WAITING, NO_WORKER, NO_LABELLED_WORKER)
+        queued = [
+            record
+            for record in await self.store.list_runs(status="queued")
+            if fleet_request(record) and not record.executor_id and record.status_reason in waiting
+        ]
+        if not queued:
+            return []
+        offered = await self.store.offered_queue_keys()
+        live = bool(await self.store.live_executor_keys())
+        changed = []
+        for record in queued:
+            reason = waiting_reason(run_labels(record), offered, live)
+            if reason != record.status_reason:
+                await self.store.update_run(record.id, status_reason=reason)
+                changed.append(record.id)
+        return changed
 
-    async def _register_fleet_queue(self, runtime: DurableRuntime) -> None:
-        if not self._fleet_queue_registered:
-            await runtime.register_fleet_queue()
-            self._fleet_queue_registered = True
+    async def enqueue_again(self, run_id: str, owner: str | None) -> None:
+        """The next attempt of a fleet run released from a dead executor (baton.runs.fleet.Takeover),
+        or given back by a worker that stops: on its label set's queue, at its priority."""
+        runtime = await self.runtime()
+        record = await self.store.get_run(run_id)
+        await runtime.enqueue_fleet(
+            run_id, owner or record.owner, labels=run_labels(record), priority=run_priority(record)
+        )
+
+    async def _register_fleet_queue(self, runtime: DurableRuntime, name: str) -> None:
+        if name not in self._fleet_queues_registered:
+            await runtime.register_fleet_queue(name)
+            self._fleet_queues_registered.add(name)
 
     async def _dequeued(self, run_id: str) -> Callable[[], Awaitable[RunOutcome]]:
         """The execution of a fleet run this worker dequeued, prepared from the store."""

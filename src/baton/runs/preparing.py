@@ -27,7 +27,7 @@ from baton.results import Results
 from baton.runs.budgeting import continue_budget
 from baton.runs.executor import RebuiltFallback, RunExecution
 from baton.runs.executors import this_executor_id
-from baton.runs.fleet import fleet_request
+from baton.runs.fleet import check_labels, check_priority, fleet_request
 from baton.runs.handoff import restore_latest_snapshot
 from baton.runs.launching import ClaudeSession, LaunchedAgent, Launcher, PreparedLaunch, agent_entry
 from baton.runs.model_source import RunModel, scenario_source
@@ -82,6 +82,10 @@ class Preparer:
     async def start(self, spec: RunSpec, ask_human: AskHuman | None) -> RunExecution:
         """Make the run's workspace (docs/workspaces.md), check the request, record the run
         (``workspace_busy`` atomically with it), build its execution."""
+        if spec.labels or spec.priority is not None:
+            raise UsageError(
+                "invalid_argument", "labels and priority are for runs queued for the fleet (baton run --queue)"
+            )
         spec, workspace = await made_workspace(self.settings, self.store, spec)
         try:
             entry, gatekeeper = await self._admit(spec)
@@ -276,12 +280,21 @@ class Preparer:
             )
         if spec.record is not None or spec.replay is not None or spec.include_uncommitted or spec.forked_from:
             raise UsageError("invalid_argument", "a fleet run cannot record, replay, fork or carry uncommitted files")
+        labels = check_labels(spec.labels)
+        priority = check_priority(spec.priority)
         repository = spec.repo_url or str(Path(spec.repo).absolute())
         entry = agent_entry(spec)  # an unknown agent is refused now
         budget = Budget.from_json({"usd": spec.budget_usd, "turns": spec.budget_turns, "seconds": spec.budget_seconds})
         require_supported(budget, agent=entry.name, reports_cost=entry.reports_cost)
         source = scenario_source(spec.scenario) if spec.scenario else {"kind": "endpoint", "url": None}
-        fleet = {"repo": repository, "base": spec.base, "ref": spec.ref, "setup": spec.setup}
+        fleet = {
+            "repo": repository,
+            "base": spec.base,
+            "ref": spec.ref,
+            "setup": spec.setup,
+            "labels": labels,
+            "priority": priority,
+        }
         return await self.store.create_run(
             agent=spec.agent,
             model=spec.model,

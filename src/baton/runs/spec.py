@@ -61,6 +61,10 @@ class RunSpec:
     replay: Path | None = None
     replay_timing: Literal["real", "fast"] = "fast"
     forked_from: Mapping[str, Any] | None = None  # baton fork: {run_id, seq, turn, snapshot_id} (baton.runs.forking)
+    # A fleet run's (docs/fleet.md "Labels and priority"): the labels its worker must have, and
+    # its place on the queue (DBOS's priority: lower first; None: baton.runs.fleet.DEFAULT_PRIORITY).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    priority: int | None = None
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ import contextlib
 import logging
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
@@ -59,11 +59,19 @@ from baton.errors import BatonError
 from baton.events.entry import utc_timestamp
 from baton.runs.dbos_internals import quiet, workflows_active
 from baton.runs.executors import this_executor_id
-from baton.runs.fleet import FLEET_QUEUE, dbos_schema, enqueue_options, queue_limits
+from baton.runs.fleet import (
+    DEFAULT_PRIORITY,
+    FLEET_QUEUE,
+    dbos_schema,
+    enqueue_options,
+    queue_limits,
+    served_queues,
+)
 from baton.runs.lifecycle import cancel_not_started
 from baton.runs.spec import RunOutcome
 from baton.store import Store
 from baton.store.liveness import ExecutorLock
+from baton.store.queue_offers import QueueOffer
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -180,6 +188,11 @@ class Slots:
         if waiter is not None and not waiter.done():
             waiter.set_result(False)
 
+    def drop_waiting(self) -> None:
+        """Every waiter's wait ends with False."""
+        for key in list(self._waiting):
+            self.drop(key)
+
     def release(self) -> None:
         self.held -= 1
         while self._waiting and self.held < self.limit:
@@ -194,13 +207,27 @@ class DurableRuntime:
     """DBOS launched in this process: its queue, the runs it executes, their heartbeats."""
 
     def __init__(
-        self, settings: Settings, concurrency: int, sys_db_url: str, *, durable: bool = True, fleet: bool = False
+        self,
+        settings: Settings,
+        concurrency: int,
+        sys_db_url: str,
+        *,
+        durable: bool = True,
+        fleet: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.fleet = fleet  # listens on the fleet queue (baton worker on Postgres)
+        self.labels = dict(labels or {})  # a worker's --labels: it serves the queue of each subset
+        # The fleet runs executing here at once, across every queue this worker serves: DBOS's
+        # per-worker limit holds per queue only (made in serve_fleet).
+        self.fleet_slots: Slots | None = None
+        self._offer: QueueOffer | None = None
         self.fleet_concurrency: int | None = None  # this worker's per-worker limit (None: the configured)
         # What prepares a dequeued fleet run here, and the store it lives in (Baton.join_fleet).
         self._fleet_prepare: Adopt | None = None
+        # What puts a dequeued run that will not start here back on its queue (Baton.enqueue_again).
+        self._fleet_give_back: Callable[[str], Awaitable[None]] | None = None
         self._fleet_store: Store | None = None
         self._lock: ExecutorLock | None = None
         self._fleet_ready = asyncio.Event()  # set once the lock is held and the preparer is known
@@ -247,15 +274,32 @@ class DurableRuntime:
         dbos = DBOS(config=config)
         # No queue but the fleet's, and that one only on a fleet worker: other runs start their
         # workflows directly.
-        DBOS.listen_queues([FLEET_QUEUE] if self.fleet else [])
+        DBOS.listen_queues(served_queues(self.labels) if self.fleet else [])
         quiet(dbos, DBOS_IDLE_POLL_SECONDS)
         DBOS.launch()
 
-    async def register_fleet_queue(self) -> None:
-        """Declare the fleet queue with this configuration's limits (every fleet process does; the
+    async def register_fleet_queue(self, name: str = FLEET_QUEUE) -> None:
+        """Declare a fleet queue with this configuration's limits (every fleet process does; the
         latest wins, so give them one ``[fleet]`` configuration)."""
         limits = queue_limits(self.settings, self.fleet_concurrency)
-        await DBOS.register_queue_async(FLEET_QUEUE, on_conflict="always_update", **limits)
+        await DBOS.register_queue_async(name, on_conflict="always_update", **limits)
+
+    async def register_served_queues(self) -> None:
+        """This worker's limits on every queue it serves: the unlabelled one, and each labelled
+        one already declared (an API server declares a label set's queue with the run that
+        first asks for it; declaring the others would poll queues nobody uses)."""
+        await self.register_fleet_queue(FLEET_QUEUE)
+        served = set(served_queues(self.labels)) - {FLEET_QUEUE}
+        if served:
+            for queue in await DBOS.list_queues_async():
+                if queue.name in served:
+                    await self.register_fleet_queue(queue.name)
+
+    async def offer_queues(self) -> None:
+        """Tell the fleet which queues this worker serves (baton.store.queue_offers): held until shutdown."""
+        offer = QueueOffer(self.settings.resolved_database_url, served_queues(self.labels))
+        await asyncio.to_thread(offer.acquire)
+        self._offer = offer
 
     async def hold_lock(self) -> None:
         """Take this executor's advisory lock (baton.store.liveness): held until shutdown."""
@@ -285,22 +329,33 @@ class DurableRuntime:
         """These fleet runs are no longer this worker's: one still being prepared never starts."""
         self._lost |= run_ids & self._fleet_ids
 
-    def serve_fleet(self, store: Store, prepare: Adopt) -> None:
-        """What prepares the runs this worker dequeues, and their store."""
+    def serve_fleet(self, store: Store, prepare: Adopt, give_back: Callable[[str], Awaitable[None]]) -> None:
+        """What prepares the runs this worker dequeues, their store, and what puts one back on
+        its queue (a run still waiting for a slot here when the worker stops)."""
         self._fleet_store = store
         self._fleet_prepare = prepare
+        self._fleet_give_back = give_back
+        self.fleet_slots = Slots(self.fleet_concurrency or self.settings.fleet_worker_concurrency)
         self._fleet_ready.set()
 
-    async def enqueue_fleet(self, run_id: str, owner: str | None) -> str:
-        """Enqueue the run's next attempt on the fleet queue (the first for a new run); earlier
-        attempts still pending under another executor are cancelled. The workflow id."""
+    async def enqueue_fleet(
+        self,
+        run_id: str,
+        owner: str | None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        priority: int = DEFAULT_PRIORITY,
+    ) -> str:
+        """Enqueue the run's next attempt on its label set's queue at its priority (the first for
+        a new run); earlier attempts still pending under another executor are cancelled. The
+        workflow id."""
         earlier = await DBOS.list_workflows_async(workflow_id_prefix=f"{run_id}:", load_input=False, load_output=False)
         for status in earlier:
             if status.status in ("PENDING", "ENQUEUED"):
                 await DBOS.cancel_workflow_async(status.workflow_id)
         numbers = [s.workflow_id.rsplit(":", 1)[1] for s in earlier]
         attempt = max((int(n) for n in numbers if n.isdigit()), default=0) + 1
-        options = enqueue_options(self.settings, run_id, attempt, owner)
+        options = enqueue_options(self.settings, run_id, attempt, owner, labels=labels, priority=priority)
         handle = await DBOS.enqueue_workflow_with_options_async(options, run_id)  # type: ignore[arg-type]
         return str(handle.get_workflow_id())
 
@@ -310,8 +365,21 @@ class DurableRuntime:
         Dequeued before this worker holds its lock and knows its preparer (DBOS dequeues from
         launch on), it waits for both."""
         await self._fleet_ready.wait()
-        if self._fleet_prepare is None or self._fleet_store is None:
+        if self._fleet_prepare is None or self._fleet_store is None or self.fleet_slots is None:
             return RunOutcome(run_id, "failed", code="internal_error", message="this process takes no fleet runs")
+        # Dequeued from one of several queues while runs of the others fill this worker: it waits here.
+        if not await self.fleet_slots.take(run_id):  # this worker stops: another one takes it
+            if self._fleet_give_back is not None:
+                with contextlib.suppress(Exception):
+                    await self._fleet_give_back(run_id)
+            return RunOutcome(run_id, "cancelled", stop_reason="cancelled", message="given back to the queue")
+        try:
+            return await self._execute_dequeued(run_id)
+        finally:
+            self.fleet_slots.release()
+
+    async def _execute_dequeued(self, run_id: str) -> RunOutcome:
+        assert self._fleet_prepare is not None and self._fleet_store is not None
         self._results[run_id] = asyncio.get_running_loop().create_future()
         self._stores[run_id] = self._fleet_store
         self._adopters[run_id] = self._fleet_prepare
@@ -329,12 +397,16 @@ class DurableRuntime:
     async def shutdown(self) -> None:
         """Stop what still executes here, let DBOS record it, and destroy DBOS."""
         await self.cancel_queued(frozenset(self._pending))
+        if self.fleet_slots is not None:
+            self.fleet_slots.drop_waiting()
         self.abort()
         for task in list(self._tasks.values()):
             with contextlib.suppress(BaseException):
                 await task
         if self._lock is not None:
             await asyncio.to_thread(self._lock.release)
+        if self._offer is not None:
+            await asyncio.to_thread(self._offer.release)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):
@@ -507,9 +579,11 @@ def current() -> DurableRuntime:
     return _active
 
 
-async def acquire(settings: Settings, concurrency: int, *, fleet: bool = False) -> DurableRuntime:
+async def acquire(
+    settings: Settings, concurrency: int, *, fleet: bool = False, labels: Mapping[str, str] | None = None
+) -> DurableRuntime:
     """DBOS for this process, launched on first use (one per process: DBOS is a singleton);
-    ``fleet``: listening on the fleet queue (a worker: only the first user decides)."""
+    ``fleet``: listening on the fleet queues its ``labels`` serve (a worker: only the first user decides)."""
     global _active, _users
     url = system_database_url(settings)  # nothing below awaits: two callers cannot both launch
     if _active is not None:
@@ -519,7 +593,7 @@ async def acquire(settings: Settings, concurrency: int, *, fleet: bool = False) 
             return local
         _users += 1
         return _active
-    runtime = DurableRuntime(settings, concurrency, url, fleet=fleet)
+    runtime = DurableRuntime(settings, concurrency, url, fleet=fleet, labels=labels)
     _log_dbos_to_stderr()
     runtime.launch()
     _active, _users = runtime, 1

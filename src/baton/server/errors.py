@@ -42,6 +42,8 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "webhook_event_unknown": 500,
     "request_invalid": 422,
     "cassette_invalid": 400,
+    "invalid_labels": 400,  # a fleet run's or worker's labels (docs/fleet.md "Labels")
+    "invalid_priority": 400,
     # 401 / 403: who you are, what you may do.
     "token_missing": 401,
     "token_invalid": 401,

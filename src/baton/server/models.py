@@ -103,6 +103,20 @@ class CreateRunRequest(_Request):
             "(baton runs it on the server) need the scope 'admin'."
         ),
     )
+    priority: int | None = Field(
+        default=None,
+        description=(
+            "A fleet run's place on the queue (baton serve --no-execute): 1 (dequeued first) to 2147483647; "
+            "default 100. invalid_priority otherwise."
+        ),
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            'A fleet run\'s labels, e.g. {"gpu": "yes"}: only a worker started with them (baton worker --labels) '
+            "takes it. At most 6; names and values of letters, digits, '.', '_', '-'. invalid_labels otherwise."
+        ),
+    )
 
 
 class ForkRunRequest(_Request):

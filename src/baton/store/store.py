@@ -319,6 +319,12 @@ class Store:
 
         return await in_thread(release_if_dead, self.engine, run_id, executor_id)
 
+    async def offered_queue_keys(self) -> set[int]:
+        """The lock keys of the fleet queues live workers serve now (Postgres: baton.store.queue_offers)."""
+        from baton.store.queue_offers import offered_queue_keys
+
+        return await in_thread(offered_queue_keys, self.engine)
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The run, or ``NotFoundError("run_not_found")``.
 

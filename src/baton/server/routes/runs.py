@@ -126,6 +126,8 @@ async def create_run(body: CreateRunRequest, request: Request, principal: _Write
         mount_rw=tuple(body.mount_rw),
         allow_net=tuple(body.allow_net),
         mcp=tuple(body.mcp),
+        labels=body.labels,
+        priority=body.priority,
     )
     if spec.record is not None and spec.replay is not None:
         raise UsageError("invalid_argument", "record and replay are exclusive")
