@@ -47,7 +47,7 @@ METRICS = (
     "otel_export_off_noise",
 )
 ENTRIES = 50_000
-RUNS = 3
+RUNS = 5
 COLLECTOR = """
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from baton.errors import NotFoundError
 from baton.events.entry import LogEntry
 from baton.store import REDACTED, LogWriteError, Redactor, SessionLog, Store
+from baton.store.committed import CommittedEntries, Row
 from baton.store.engine import READ_ONLY, make_engine
 
 pytestmark = pytest.mark.timeout(10)
@@ -325,24 +326,34 @@ async def test_the_commit_observer_sees_each_committed_entry_once_in_order_redac
     log: SessionLog, run_id: str
 ) -> None:
     seen: list[LogEntry] = []
-    texts: list[str] = []
+    rows: list[Row] = []
+    notable: list[LogEntry] = []
 
-    def observe(entries: list[LogEntry], payloads: list[str]) -> None:
-        seen.extend(entries)
-        texts.extend(payloads)
+    def observe(committed: CommittedEntries) -> None:
+        assert list(committed.run_ids.values()) == [run_id]
+        seen.extend(committed)
+        rows.extend(committed.rows())
+        notable.extend(committed.without_message_chunks())
 
     log.observe_commits(observe)
     for n in range(50):
-        log.append(run_id, "to_agent", "m", {**message(n), "secret": "canary-secret-1234"})
+        payload = {**message(n), "secret": "canary-secret-1234"}
+        if n % 5 == 0:  # an agent's message chunk: what a trace or a metric need not see
+            text = f"chunk {n} canary-secret-1234"
+            update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+            payload = {"method": "session/update", "params": {"update": update}}
+        log.append(run_id, "to_agent", "session/update" if n % 5 == 0 else "m", payload)
     await log.flush()
     assert [entry["seq"] for entry in seen] == list(range(1, 51))
-    assert all(entry["payload"]["secret"] == REDACTED for entry in seen)
+    assert all("canary-secret-1234" not in json.dumps(entry["payload"]) for entry in seen)
     assert seen == await log.read(run_id)
-    assert [json.loads(text) for text in texts] == [entry["payload"] for entry in seen]  # the text as committed
+    assert [row[1:5] for row in rows] == [(e["seq"], e["ts"], e["direction"], e["method"]) for e in seen]
+    assert [json.loads(row[5]) for row in rows] == [entry["payload"] for entry in seen]  # the text as committed
+    assert notable == [entry for entry in seen if entry["method"] == "m"]
 
 
 async def test_an_observer_that_raises_costs_nothing_but_itself(log: SessionLog, run_id: str) -> None:
-    def broken(entries: list[LogEntry], texts: list[str]) -> None:
+    def broken(committed: CommittedEntries) -> None:
         raise RuntimeError("the telemetry broke")
 
     log.observe_commits(broken)

@@ -8,10 +8,11 @@ entry's ``ts``; the trace context is the run's current span. The resource is the
 ``owner``.
 
 baton encodes the records itself (:mod:`baton.observability.otlp_logs`), on one thread of its
-own (:class:`LogExport`): the event loop only hands the committed entries over (a deque
-append); the thread encodes them a batch at a time (every 500 ms, or as soon as 512 wait) and
-posts each batch through the SDK's OTLP/HTTP exporter (its endpoint, headers, timeout,
-compression, TLS and retries: the standard ``OTEL_EXPORTER_OTLP_*`` configuration).
+own (:class:`LogExport`): the event loop only hands the committed rows over (the session log's
+columns, no dict per entry; a deque append); the thread encodes them a batch at a time (every
+500 ms, or as soon as 8192 wait) and posts each batch through the SDK's OTLP/HTTP exporter (its
+endpoint, headers, timeout, compression, TLS and retries: the standard ``OTEL_EXPORTER_OTLP_*``
+configuration).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any, Final
 
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
-from baton.events.entry import LogEntry
 from baton.observability.health import ExportHealth
 from baton.observability.otlp_logs import (
     body_prefix,
@@ -35,13 +35,14 @@ from baton.observability.otlp_logs import (
     record_bytes,
 )
 from baton.observability.traces import RunTrace
+from baton.store.committed import Row
 
 __all__ = ["LogExport", "OtlpLogPoster", "RunLogRecords"]
 
 _log = logging.getLogger("baton.observability")
 
-BATCH_SECONDS: Final = 0.5  # a batch at most this long after its first entry
-BATCH_RECORDS: Final = 512  # … or as soon as this many wait
+BATCH_SECONDS: Final = 0.5  # a batch this long after its first entry
+BATCH_RECORDS: Final = 8192  # … or as soon as this many wait
 REQUEST_RECORDS: Final = 4096  # records in one export request at most
 _CHUNK: Final = 256  # records encoded between two yields of the interpreter lock
 WAITING_LIMIT: Final = 100_000  # past this many waiting, a group is dropped (and counted)
@@ -81,25 +82,32 @@ class RunLogRecords:
         self._span: tuple[int, int, int] = (0, 0, 0)
         self._context = b""
 
-    def emit(self, entries: list[LogEntry], texts: list[str]) -> None:
-        """Hand committed entries (and their payloads' text) over, on the event loop: they are
-        encoded on the export's thread."""
+    def context(self) -> bytes:
+        """The span context its records carry now (the run's current span: the turn, else the run)."""
         trace = self._trace
         if trace is not None and not trace.ended:
             span = trace.current_span_ids()
             if span != self._span:
                 self._span, self._context = span, context_fields(*span)
-        self._export.put(self, entries, texts, self._context)
+        return self._context
+
+    def emit(self, rows: list[Row]) -> None:
+        """Hand the run's committed rows over, on the event loop: they are encoded on the export's thread."""
+        self._export.put(self, rows)
 
 
-_Group = tuple[RunLogRecords, list[LogEntry], list[str], bytes, int]  # entries, their texts, context, observed
+# Committed entries of one run: their records' run, its rows, their span context, when handed over (ns).
+_Group = tuple[RunLogRecords, list[Row], bytes, int]
 
 
 class LogExport:
     """Encodes and exports the log records of every run, in batches, on a thread of its own.
 
-    :meth:`put` is called on the event loop only. At most ``WAITING_LIMIT`` entries wait; past
-    that a group is dropped, and counted as not exported (the summary says so)."""
+    :meth:`put` is called on the event loop only, with a reference to the committed group: the
+    entries are read (their committed columns, no dict) and encoded on the thread, a batch every
+    ``BATCH_SECONDS``, so that its share of the interpreter lock comes in one burst rather than
+    next to every commit. At most ``WAITING_LIMIT`` entries wait; past that a group is dropped,
+    and counted as not exported (the summary says so)."""
 
     def __init__(self, poster: OtlpLogPoster, health: ExportHealth) -> None:
         self._poster = poster
@@ -116,15 +124,16 @@ class LogExport:
         self._thread = threading.Thread(target=self._work, name="baton-otel-logs", daemon=True)
         self._thread.start()
 
-    def put(self, run: RunLogRecords, entries: list[LogEntry], texts: list[str], context: bytes) -> None:
-        count = len(entries)
+    def put(self, run: RunLogRecords, rows: list[Row]) -> None:
+        """Hand a run's committed rows over (on the event loop): their records are encoded on the thread."""
+        count = len(rows)
         self._health.emitted("logs", count)
         waiting = self._put - self._taken
         if waiting + count > WAITING_LIMIT:
             return  # counted as emitted, never exported
         if waiting == 0:
             self._first_at = time.monotonic()
-        self._groups.append((run, entries, texts, context, time.time_ns()))
+        self._groups.append((run, rows, run.context(), time.time_ns()))
         self._put += count
         # The thread is woken for the first group (its batch's clock starts) and for a full batch.
         if (waiting == 0 or waiting + count >= BATCH_RECORDS) and not self._wake.is_set():
@@ -166,36 +175,45 @@ class LogExport:
                 self._wake.wait(due)
                 self._wake.clear()
                 continue
-            self._send(self._take())
+            self._send_waiting()
 
-    def _take(self) -> list[_Group]:
-        taken: list[_Group] = []
-        count = 0
+    def _send_waiting(self) -> None:
+        """Encode and post the groups waiting now, ``REQUEST_RECORDS`` records a request at most."""
         groups = self._groups
-        while groups and count < REQUEST_RECORDS:
-            group = groups.popleft()
-            taken.append(group)
-            count += len(group[1])
-        if groups:
-            self._first_at = time.monotonic()  # what is left is due at once anyway (a full batch)
-        self._taken += count
-        return taken
-
-    def _send(self, taken: list[_Group]) -> None:
-        count = sum(len(group[1]) for group in taken)
-        try:
-            by_run: dict[int, tuple[tuple[bytes, bytes], list[bytes]]] = {}
-            for run, entries, texts, context, observed in taken:
-                _head, records = by_run.setdefault(id(run), (run.head, []))
-                for start in range(0, len(entries), _CHUNK):
-                    end = start + _CHUNK
-                    records.extend(record_bytes(entries[start:end], texts[start:end], run.prefix, context, observed))
+        waiting = len(groups)  # the loop appends meanwhile: what comes later waits for the next batch
+        self._first_at = time.monotonic()
+        request: dict[int, tuple[tuple[bytes, bytes], list[bytes]]] = {}
+        items = 0
+        for _ in range(waiting):
+            run, rows, context, observed = groups.popleft()
+            self._taken += len(rows)
+            try:
+                records: list[bytes] = []
+                for start in range(0, len(rows), _CHUNK):
+                    records += record_bytes(rows[start : start + _CHUNK], run.prefix, context, observed)
                     # Let the event loop and the log's writer have the interpreter: a thread that
                     # keeps it makes each of theirs wait a switch interval (5 ms) to get it back.
                     time.sleep(0)
-            self._poster.post(encode_request(by_run.values()), count)
+            except Exception:  # never the run's problem; the entries are not exported (counted)
+                _log.exception("encoding OpenTelemetry log records failed")
+                self._done_with(len(rows))
+                continue
+            request.setdefault(id(run), (run.head, []))[1].extend(records)
+            items += len(rows)
+            if items >= REQUEST_RECORDS:
+                self._post(request, items)
+                request, items = {}, 0
+        if items:
+            self._post(request, items)
+
+    def _post(self, request: dict[int, tuple[tuple[bytes, bytes], list[bytes]]], items: int) -> None:
+        try:
+            self._poster.post(encode_request(request.values()), items)
         except Exception:  # never the run's problem; the entries count as lost
             _log.exception("exporting OpenTelemetry log records failed")
+        self._done_with(items)
+
+    def _done_with(self, items: int) -> None:
         with self._done:
-            self._done_upto += count
+            self._done_upto += items
             self._done.notify_all()

@@ -136,8 +136,9 @@ class RunMetrics:
     def begin_run(self, run_id: str, agent: str) -> None:
         self._agents[run_id] = agent
 
-    def observe(self, entries: list[LogEntry]) -> None:
-        self._entries.add(len(entries))
+    def observe(self, count: int, entries: list[LogEntry]) -> None:
+        """``count`` entries committed; ``entries``: those of them that are not message chunks."""
+        self._entries.add(count)
         for entry in entries:
             method = entry["method"]
             if method is None:

@@ -17,17 +17,22 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ResourceMessage
 
-from baton.events.entry import LogEntry
 from baton.store.redact import encode_json
+
+if TYPE_CHECKING:
+    from baton.store.committed import Row
 
 __all__ = ["SCOPE_NAME", "body_prefix", "context_fields", "encode_request", "encode_resource_logs_head", "record_bytes"]
 
 SCOPE_NAME: Final = "baton.session_log"
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _SMALL: Final = [bytes([n]) for n in range(128)]
 _PACK_Q: Final = struct.Struct("<Q").pack
@@ -70,14 +75,14 @@ def _string_attribute(key: str, value: str) -> bytes:
     return _length(_ATTRIBUTE, pair)
 
 
-class _Cache(dict[Any, bytes]):
-    """Bytes encoded once per key (directions, methods: few), bounded."""
+class _Cache(dict[_K, _V]):
+    """Bytes encoded once per key (directions and methods, lengths: few), bounded."""
 
-    def __init__(self, encode: Callable[[Any], bytes], limit: int = 512) -> None:
+    def __init__(self, encode: Callable[[_K], _V], limit: int = 512) -> None:
         super().__init__()
         self._encode, self._limit = encode, limit
 
-    def __missing__(self, key: Any) -> bytes:
+    def __missing__(self, key: _K) -> _V:
         encoded = self._encode(key)
         if len(self) < self._limit:
             self[key] = encoded
@@ -93,25 +98,18 @@ def _tail(key: tuple[str, str | None]) -> bytes:
 
 # The body's JSON around the entry's seq, ts and payload: ``{"run_id":…,"seq":`` is the run's
 # (:func:`body_prefix`); then ``,"ts":"TS``, then this, then the payload's text and ``}``.
-_BODY_MIDDLE: Final = _Cache(
+_BODY_MIDDLE: Final[_Cache[tuple[str, str | None], bytes]] = _Cache(
     lambda key: f'","direction":{encode_json(key[0])},"method":{encode_json(key[1])},"payload":'.encode()
 )
-_TAILS: Final = _Cache(_tail)
-_last_ts: tuple[str, bytes, bytes] = ("", b"", b"")
+# (the body's middle, the attributes) of a (direction, method); the varints of the lengths seen.
+_PARTS: Final[_Cache[tuple[str, str | None], tuple[bytes, bytes]]] = _Cache(lambda key: (_BODY_MIDDLE[key], _tail(key)))
+_LENGTHS: Final[_Cache[int, bytes]] = _Cache(_varint, limit=1 << 14)
 
 
 def _time_fields(ts: str) -> tuple[bytes, bytes]:
-    """(``time_unix_nano`` field, the ``ts`` in the body) of an entry's ``ts`` (milliseconds,
-    ``…Z``): entries of one millisecond share their ``ts``, so the last one is kept."""
-    global _last_ts
-    last = _last_ts
-    if last[0] == ts:
-        return last[1], last[2]
+    """(``time_unix_nano`` field, the ``ts`` in the body) of an entry's ``ts`` (milliseconds, ``…Z``)."""
     moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    field = _TIME + _PACK_Q(int(moment.timestamp() * 1000) * 1_000_000)
-    text = b',"ts":' + encode_json(ts).encode()[:-1]
-    _last_ts = (ts, field, text)
-    return field, text
+    return _TIME + _PACK_Q(int(moment.timestamp() * 1000) * 1_000_000), b',"ts":' + encode_json(ts).encode()[:-1]
 
 
 def body_prefix(run_id: str) -> bytes:
@@ -126,34 +124,34 @@ def context_fields(trace_id: int, span_id: int, flags: int) -> bytes:
     return _FLAGS + _PACK_I(flags) + _TRACE_ID + trace_id.to_bytes(16, "big") + _SPAN_ID + span_id.to_bytes(8, "big")
 
 
-def record_bytes(
-    entries: Sequence[LogEntry], texts: Sequence[str], prefix: bytes, context: bytes, observed_ns: int
-) -> list[bytes]:
-    """The ``ScopeLogs.log_records`` fields (tag, length, LogRecord) of ``entries``, whose
-    payloads' JSON ``texts`` are as committed; ``prefix`` is :func:`body_prefix` of their run."""
+def record_bytes(rows: Sequence[Row], prefix: bytes, context: bytes, observed_ns: int) -> list[bytes]:
+    """The ``ScopeLogs.log_records`` fields (tag, length, LogRecord) of the committed ``rows``
+    (the session log's columns: the payload's JSON text is as committed, redacted) of one run;
+    ``prefix`` is :func:`body_prefix` of the run."""
     shared = _SEVERITY + context + _OBSERVED + _PACK_Q(observed_ns)
     # The record's bytes but the body's and the seq's: the time (9), ``shared``, the body's tag,
     # the seq attribute's tag, length, key (5), value tag and value length.
     fixed = 9 + len(shared) + 1 + 1 + 1 + len(_SEQ_KEY) + 1 + 1
-    middles, tails, varint, small, times = _BODY_MIDDLE, _TAILS, _varint, _SMALL, _time_fields
+    parts, lengths, varint, small, join = _PARTS, _LENGTHS, _varint, _SMALL, b"".join
+    last_ts, time_field, ts_text = "", b"", b""
     out: list[bytes] = []
     append = out.append
-    for entry, text in zip(entries, texts, strict=True):
-        seq, method = entry["seq"], entry["method"]
-        key = (entry["direction"], method)
-        time_field, ts_text = times(entry["ts"])
-        body = b"".join((prefix, str(seq).encode(), ts_text, middles[key], text.encode(errors="replace"), b"}"))
-        body_length = varint(len(body))
+    for _run_key, seq, ts, direction, method, text, _chunk in rows:
+        if ts != last_ts:  # entries of one millisecond share it
+            time_field, ts_text = _time_fields(ts)
+            last_ts = ts
+        middle, tail = parts[direction, method]
+        body = join((prefix, b"%d" % seq, ts_text, middle, text.encode(errors="replace"), b"}"))
+        body_length = lengths[len(body)]
         value_length = 1 + len(body_length) + len(body)
-        value_prefix = varint(value_length)
-        seq_value = _INT + varint(seq)  # at most 11 bytes: its lengths are one byte each
-        tail = tails[key]
-        size = fixed + len(value_prefix) + value_length + len(seq_value) + len(tail)
+        value_prefix = lengths[value_length]
+        seq_value = varint(seq)  # at most 10 bytes: the seq attribute's lengths are one byte each
+        size = fixed + len(value_prefix) + value_length + 1 + len(seq_value) + len(tail)
         append(
-            b"".join(
+            join(
                 (
                     _VALUE,
-                    varint(size),
+                    lengths[size],
                     time_field,
                     shared,
                     _BODY,
@@ -162,10 +160,11 @@ def record_bytes(
                     body_length,
                     body,
                     _ATTRIBUTE,
-                    small[len(seq_value) + 7],
+                    small[len(seq_value) + 8],
                     _SEQ_KEY,
                     _VALUE,
-                    small[len(seq_value)],
+                    small[len(seq_value) + 1],
+                    _INT,
                     seq_value,
                     tail,
                 )

@@ -31,6 +31,7 @@ from baton.observability.logs import LogExport, OtlpLogPoster, RunLogRecords
 from baton.observability.metrics import RunMetrics
 from baton.observability.model import ModelRequestSpans
 from baton.observability.traces import RunTrace
+from baton.store.committed import CommittedEntries, Row
 
 __all__ = ["RunTelemetry", "Telemetry"]
 
@@ -69,9 +70,11 @@ class RunTelemetry:
         self.trace.stamp_carrier(carrier)
         return {key.upper(): value for key, value in carrier.items()}
 
-    def committed(self, entries: list[LogEntry], texts: list[str]) -> None:
+    def committed(self, rows: list[Row], entries: list[LogEntry]) -> None:
+        """The run's committed ``rows``; ``entries``: those of them a trace can see (not the
+        agent's message chunks)."""
         if self.records is not None:
-            self.records.emit(entries, texts)
+            self.records.emit(rows)
         if self.trace is not None:
             observe = self.trace.observe
             for entry in entries:
@@ -148,30 +151,25 @@ class Telemetry:
     def run(self, run_id: str) -> RunTelemetry | None:
         return self._runs.get(run_id)
 
-    def committed(self, entries: list[LogEntry], texts: list[str]) -> None:
-        """The session log's commit hook: every committed entry of every run, in seq order, and
-        the JSON text of each one's payload."""
+    def committed(self, committed: CommittedEntries) -> None:
+        """The session log's commit hook: every committed entry of every run, each run's in seq
+        order. Only the entries a trace or a metric can see are built as dicts; the log export
+        takes the rows."""
         if self._closed:
             return
+        tracing = self._span_processor is not None
+        entries = committed.without_message_chunks() if tracing or self.metrics is not None else []
         if self.metrics is not None:
-            self.metrics.observe(entries)
-        if self._logs is None and self._span_processor is None:
+            self.metrics.observe(len(committed), entries)
+        if self._logs is None and not tracing:
             return
-        first = entries[0]["run_id"]
-        groups: dict[str, tuple[list[LogEntry], list[str]]]
-        if entries[-1]["run_id"] == first and all(entry["run_id"] == first for entry in entries):
-            groups = {first: (entries, texts)}  # the usual case: one run's entries
-        else:
-            groups = {}
-            for entry, text in zip(entries, texts, strict=True):
-                pair = groups.setdefault(entry["run_id"], ([], []))
-                pair[0].append(entry)
-                pair[1].append(text)
-        for run_id, (group, group_texts) in groups.items():
+        single = len(committed.run_ids) == 1
+        for run_key, run_id in committed.run_ids.items():
             run = self._runs.get(run_id)
             if run is None:  # a run this process did not begin (an import, a test's own log)
                 run = self.begin_run(run_id, task_id=None, agent="unknown", owner=None)
-            run.committed(group, group_texts)
+            mine = entries if single else [entry for entry in entries if entry["run_id"] == run_id]
+            run.committed(committed.rows(run_key) if self._logs is not None else [], mine)
 
     def _ended(self, run_id: str) -> None:
         if self.metrics is not None:

@@ -27,6 +27,7 @@ from baton.acp.wire import decode_json
 from baton.errors import NotFoundError
 from baton.events.entry import Direction, LogEntry
 from baton.store._runlog import RunLog
+from baton.store.committed import Row
 from baton.store.engine import READ_ONLY
 from baton.store.tables import log_entries, runs
 
@@ -42,8 +43,6 @@ __all__ = [
     "run_position",
 ]
 
-# (run_key, seq, ts, direction, method, payload JSON text, chunk text): one log_entries row.
-Row = tuple[int, int, str, Direction, str | None, str, str | None]
 # (seq, ts, direction, method, payload JSON text or None, chunk text): a committed entry as read,
 # payload not decoded (None: an agent chunk read for the conversation, its text is enough).
 StoredRow = tuple[int, str, str, str | None, str | None, str | None]

@@ -48,6 +48,7 @@ from baton.store._writer import (
     read_stored,
     run_position,
 )
+from baton.store.committed import CommittedEntries
 from baton.store.records import chunk_text
 from baton.store.redact import Redactor
 from baton.store.storage_errors import in_thread
@@ -57,7 +58,6 @@ __all__ = ["LogWriteError", "SessionLog"]
 
 _PAGE: Final = 1000
 _log = logging.getLogger(__name__)
-_NO_TEXTS: Final[list[str]] = []  # never appended to (SessionLog._committed)
 
 
 class LogWriteError(StorageError):
@@ -99,7 +99,7 @@ class SessionLog:
         self._ts_ms, self._ts = -1, ""
         self._redact_json = redactor.redact_json
         self._wake = threading.Event()  # the writer's, once it exists
-        self._on_commit: Callable[[list[LogEntry], list[str]], None] | None = None
+        self._on_commit: Callable[[CommittedEntries], None] | None = None
 
     async def __aenter__(self) -> SessionLog:
         if self._state != "new":
@@ -138,10 +138,9 @@ class SessionLog:
             run.wake_subscribers()
         self._raise_failure()
 
-    def observe_commits(self, callback: Callable[[list[LogEntry], list[str]], None] | None) -> None:
-        """Call ``callback`` on the event loop with each group of committed entries and the JSON
-        text of each one's payload as committed (the OTEL export, baton.observability); it must
-        return quickly and never raise. None: no one."""
+    def observe_commits(self, callback: Callable[[CommittedEntries], None] | None) -> None:
+        """Call ``callback`` on the event loop with each group of committed entries (the OTEL
+        export, baton.observability); it must return quickly and never raise. None: no one."""
         self._on_commit = callback
 
     def open_run(self, run_id: str) -> None:
@@ -349,16 +348,11 @@ class SessionLog:
     # Called on the event loop.
     def _committed(self, batch: list[Queued], dropped: list[Queued]) -> None:
         touched: dict[str, RunLog] = {}
-        observer = self._on_commit
-        observed: list[LogEntry] | None = None
-        texts = _NO_TEXTS  # nothing is built for an observer that is not there
-        if observer is not None:
-            observed, texts = [], []
         for row, run, payload in batch:
             seq = row[1]
             run.committed = seq
             touched[run.run_id] = run
-            if run.subscribers or observed is not None:  # entries are built only for someone to see them
+            if run.subscribers:  # entries are built only for someone to see them
                 entry: LogEntry = {
                     "run_id": run.run_id,
                     "seq": seq,
@@ -369,9 +363,6 @@ class SessionLog:
                 }
                 for subscriber in run.subscribers:
                     subscriber.push(entry)
-                if observed is not None:
-                    observed.append(entry)
-                    texts.append(row[5])
         for row, run, _payload in dropped:  # a lost run's: settled, never seen
             run.committed = max(run.committed, row[1])
             touched[run.run_id] = run
@@ -380,9 +371,10 @@ class SessionLog:
             run.waiters.advance(run.committed)
             run.wake_subscribers()
         self._totals.advance(self._committed_total)
-        if observer is not None and observed:
+        observer = self._on_commit
+        if observer is not None and batch:
             try:
-                observer(observed, texts)
+                observer(CommittedEntries(batch, {run.run_key: run.run_id for run in touched.values()}))
             except Exception:  # telemetry never costs the log
                 _log.exception("the commit observer failed")
 
